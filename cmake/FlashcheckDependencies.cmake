@@ -1,0 +1,12 @@
+# Third-party packages (DESIGN.md lists the chosen ones). On Debian they all come from apt; the
+# README's commands install whatever is missing.
+
+find_package(CLI11 REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(Boost 1.74 REQUIRED)  # headers only: Multiprecision, Math
+
+if(FLASHCHECK_TESTS)
+  find_package(GTest REQUIRED)
+  find_package(rapidcheck REQUIRED)
+  find_package(Threads REQUIRED)
+endif()

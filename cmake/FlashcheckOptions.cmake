@@ -1,0 +1,62 @@
+# Build options: which optional backends to build, and the warnings every target of ours gets.
+
+set(FLASHCHECK_CUDA AUTO CACHE STRING "Build the CUDA kernels: AUTO (when nvcc is found), ON, OFF")
+set_property(CACHE FLASHCHECK_CUDA PROPERTY STRINGS AUTO ON OFF)
+set(FLASHCHECK_TORCH AUTO CACHE STRING "Build the libtorch adapters: AUTO (when libtorch is found), ON, OFF")
+set_property(CACHE FLASHCHECK_TORCH PROPERTY STRINGS AUTO ON OFF)
+option(FLASHCHECK_TESTS "Build the tests" ON)
+option(FLASHCHECK_WERROR "Treat warnings as errors in flashcheck's own targets" OFF)
+
+# --- CUDA ---------------------------------------------------------------------------------------
+set(FLASHCHECK_HAVE_CUDA OFF)
+if(NOT FLASHCHECK_CUDA STREQUAL "OFF")
+  # The toolkit's default location is often not on PATH; look there too.
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    # Hopper (sm_90a: wgmma, TMA) unless the user names other architectures.
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90a)
+    endif()
+    enable_language(CUDA)
+    # CMake < 3.26 has no C++20 dialect for nvcc; teach it the flag (nvcc >= 12 accepts -std=c++20).
+    if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+      list(APPEND CMAKE_CUDA_COMPILE_FEATURES cuda_std_20)
+      set(CMAKE_CUDA20_COMPILE_FEATURES cuda_std_20)
+    endif()
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    set(CMAKE_CUDA_EXTENSIONS OFF)
+    find_package(CUDAToolkit REQUIRED)
+    set(FLASHCHECK_HAVE_CUDA ON)
+  elseif(FLASHCHECK_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "FLASHCHECK_CUDA=ON but no CUDA compiler was found (set CUDACXX or CMAKE_CUDA_COMPILER)")
+  endif()
+endif()
+
+# --- libtorch -----------------------------------------------------------------------------------
+set(FLASHCHECK_HAVE_TORCH OFF)
+if(NOT FLASHCHECK_TORCH STREQUAL "OFF")
+  find_package(Torch QUIET)
+  if(Torch_FOUND)
+    set(FLASHCHECK_HAVE_TORCH ON)
+  elseif(FLASHCHECK_TORCH STREQUAL "ON")
+    message(FATAL_ERROR "FLASHCHECK_TORCH=ON but libtorch was not found (add its prefix to CMAKE_PREFIX_PATH)")
+  endif()
+endif()
+
+# --- warnings -----------------------------------------------------------------------------------
+add_library(flashcheck_warnings INTERFACE)
+target_compile_options(flashcheck_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
+if(FLASHCHECK_WERROR)
+  target_compile_options(flashcheck_warnings INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-Werror>
+    $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Werror>)
+endif()

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# One GPU-machine run (../shared/GPU.md): configure and build with the carried .gpu-sysroot and the
+# machine's libtorch, run the `gpu` tests, compute-sanitizer (memcheck, racecheck) on them, the CPU
+# test suite, and the benchmarks; print a short table last. Full logs go to $OUT when it is set.
+#
+# From the device tool:  run(command="bash tools/gpu-check.sh", carry=[".gpu-sysroot"])
+# Prepare once here:     bash ../shared/gpu/make-sysroot.sh
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+out=${OUT:-$root/build-gpu/out}
+mkdir -p "$out"
+declare -a rows
+row() { rows+=("$(printf '%-34s %s' "$1" "$2")"); }
+step() {  # step NAME LOGFILE COMMAND...: runs, logs, records pass/fail
+  local name=$1 log=$2; shift 2
+  local start=$SECONDS
+  if "$@" >"$out/$log" 2>&1; then row "$name" "ok ($((SECONDS - start)) s)"; return 0; fi
+  row "$name" "FAILED ($((SECONDS - start)) s, see $log)"; tail -n 40 "$out/$log"; return 1
+}
+
+commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit-dirty"
+device=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)
+torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+prefix="$root/.gpu-sysroot/usr${torch_prefix:+;$torch_prefix}"
+jobs=$(nproc)
+
+step "configure" configure.log cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CUDA_ARCHITECTURES=90a -DFLASHCHECK_CUDA=ON -DFLASHCHECK_WERROR=ON || { printf '%s\n' "${rows[@]}"; exit 1; }
+step "build" build.log cmake --build build-gpu -j "$jobs" || { printf '%s\n' "${rows[@]}"; exit 1; }
+status=0
+step "gpu tests" gpu-tests.log ctest --test-dir build-gpu -L gpu --output-on-failure || status=1
+for tool in memcheck racecheck; do
+  for t in build-gpu/tests/*_gpu_tests; do
+    [ -x "$t" ] || continue
+    step "compute-sanitizer $tool $(basename "$t")" "sanitizer-$tool-$(basename "$t").log" \
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" --gtest_brief=1 || status=1
+  done
+done
+step "cpu tests (all but long)" cpu-tests.log ctest --test-dir build-gpu -LE "gpu|long" -j "$jobs" --output-on-failure || status=1
+step "precision-bench" precision-bench.log build-gpu/bin/precision-bench || status=1
+
+echo
+echo "commit $commit | device ${device:-none} | $(build-gpu/bin/flashcheck --version 2>/dev/null)"
+grep -E "tests passed|Skipped|Not Run" "$out/gpu-tests.log" "$out/cpu-tests.log" 2>/dev/null | sed 's/^.*\.log://' | sort -u
+printf '%s\n' "${rows[@]}"
+exit $status
