@@ -3,10 +3,18 @@
 execute_process(COMMAND git -C "${SOURCE_DIR}" rev-parse --short=12 HEAD
                 OUTPUT_VARIABLE GIT_COMMIT OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0 OR GIT_COMMIT STREQUAL "")
-  set(GIT_COMMIT "unknown")
+  # A copy without .git (e.g. the tree sent to the GPU machine) can name its commit explicitly.
+  if(DEFINED ENV{FLASHCHECK_COMMIT})
+    set(GIT_COMMIT "$ENV{FLASHCHECK_COMMIT}")
+  else()
+    set(GIT_COMMIT "unknown")
+  endif()
 endif()
 execute_process(COMMAND git -C "${SOURCE_DIR}" status --porcelain --untracked-files=no
                 OUTPUT_VARIABLE GIT_STATUS OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+if(GIT_COMMIT STREQUAL "unknown" OR DEFINED ENV{FLASHCHECK_COMMIT})
+  set(GIT_STATUS "")  # no git here: the dirty state is unknown, not dirty
+endif()
 if(GIT_STATUS STREQUAL "")
   set(GIT_DIRTY false)
 else()

@@ -42,7 +42,13 @@ endif()
 # --- libtorch -----------------------------------------------------------------------------------
 set(FLASHCHECK_HAVE_TORCH OFF)
 if(NOT FLASHCHECK_TORCH STREQUAL "OFF")
+  # libtorch's CMake config overwrites CMAKE_CUDA_ARCHITECTURES (to OFF) and appends its own -gencode
+  # flags for the detected GPU (sm_90, not sm_90a): keep ours.
+  set(flashcheck_cuda_architectures "${CMAKE_CUDA_ARCHITECTURES}")
+  set(flashcheck_cuda_flags "${CMAKE_CUDA_FLAGS}")
   find_package(Torch QUIET)
+  set(CMAKE_CUDA_ARCHITECTURES "${flashcheck_cuda_architectures}")
+  set(CMAKE_CUDA_FLAGS "${flashcheck_cuda_flags}")
   if(Torch_FOUND)
     set(FLASHCHECK_HAVE_TORCH ON)
   elseif(FLASHCHECK_TORCH STREQUAL "ON")

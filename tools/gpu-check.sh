@@ -3,7 +3,7 @@
 # machine's libtorch, run the `gpu` tests, compute-sanitizer (memcheck, racecheck) on them, the CPU
 # test suite, and the benchmarks; print a short table last. Full logs go to $OUT when it is set.
 #
-# From the device tool:  run(command="bash tools/gpu-check.sh", carry=[".gpu-sysroot"])
+# From the device tool:  run(command="FLASHCHECK_COMMIT=<hash> bash tools/gpu-check.sh", carry=[".gpu-sysroot"])
 # Prepare once here:     bash ../shared/gpu/make-sysroot.sh
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,8 +19,8 @@ step() {  # step NAME LOGFILE COMMAND...: runs, logs, records pass/fail
   row "$name" "FAILED ($((SECONDS - start)) s, see $log)"; tail -n 40 "$out/$log"; return 1
 }
 
-commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit-dirty"
+# The tree sent to the GPU machine has no .git: name the commit with FLASHCHECK_COMMIT=<hash>.
+commit=${FLASHCHECK_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
 device=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)
 torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
 prefix="$root/.gpu-sysroot/usr${torch_prefix:+;$torch_prefix}"
@@ -30,6 +30,9 @@ step "configure" configure.log cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TY
   -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CUDA_ARCHITECTURES=90a -DFLASHCHECK_CUDA=ON -DFLASHCHECK_WERROR=ON || { printf '%s\n' "${rows[@]}"; exit 1; }
 step "build" build.log cmake --build build-gpu -j "$jobs" || { printf '%s\n' "${rows[@]}"; exit 1; }
 status=0
+# The architectures actually compiled into the GPU test binaries (sm_90a expected for Hopper paths).
+archs=$(for t in build-gpu/tests/*_gpu_tests; do cuobjdump --list-elf "$t" 2>/dev/null; done | grep -o 'sm_[0-9a-z]*' | sort -u | tr '\n' ' ')
+row "SASS architectures" "${archs:-none}"
 step "gpu tests" gpu-tests.log ctest --test-dir build-gpu -L gpu --output-on-failure || status=1
 for tool in memcheck racecheck; do
   for t in build-gpu/tests/*_gpu_tests; do
