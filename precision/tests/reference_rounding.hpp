@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "precision/half.hpp"  // the storage types only, to name which reference a test wants
+
 namespace fc::testing {
 
 class ReferenceFormat {
@@ -99,6 +101,16 @@ inline const ReferenceFormat& reference_bf16() {
 inline const ReferenceFormat& reference_fp16() {
   static const ReferenceFormat f(5, 10);
   return f;
+}
+
+// The reference for a storage type: reference_for<bf16>() or reference_for<fp16>().
+template <class T>
+const ReferenceFormat& reference_for() {
+  if constexpr (Encoding<T>::exp_bits == 8) {
+    return reference_bf16();
+  } else {
+    return reference_fp16();
+  }
 }
 
 }  // namespace fc::testing

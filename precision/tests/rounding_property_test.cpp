@@ -32,15 +32,6 @@ std::string hex(std::uint64_t v) {
 }
 
 template <class T>
-const testing::ReferenceFormat& reference() {
-  if constexpr (Encoding<T>::exp_bits == 8) {
-    return testing::reference_bf16();
-  } else {
-    return testing::reference_fp16();
-  }
-}
-
-template <class T>
 const char* type_name() {
   return Encoding<T>::exp_bits == 8 ? "bf16" : "fp16";
 }
@@ -49,7 +40,7 @@ const char* type_name() {
 template <class T, class X>
 Failure matches_reference(X x) {
   if (!std::isfinite(x)) return std::nullopt;
-  const auto& ref = reference<T>();
+  const auto& ref = testing::reference_for<T>();
   const auto rn = round_to<T>(x, Rounding::nearest_even).bits, rz = round_to<T>(x, Rounding::toward_zero).bits;
   if (rn != ref.nearest_even(x) || rz != ref.toward_zero(x)) {
     return std::string(type_name<T>()) + ": RN " + hex(rn) + " vs " + hex(ref.nearest_even(x)) + ", RZ " +

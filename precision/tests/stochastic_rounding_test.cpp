@@ -15,15 +15,6 @@
 namespace fc {
 namespace {
 
-template <class T>
-const testing::ReferenceFormat& reference() {
-  if constexpr (Encoding<T>::exp_bits == 8) {
-    return testing::reference_bf16();
-  } else {
-    return testing::reference_fp16();
-  }
-}
-
 // x values spread over the places where SR is delicate: fractions of a place from 0.001 to 0.999,
 // next to powers of two (where the spacing changes), the format's subnormals (including below the
 // smallest one), and negative values.
@@ -48,7 +39,7 @@ std::vector<double> spread() {
 
 template <class T, class X>
 void check_probabilities(std::uint32_t stream_base) {
-  const auto& ref = reference<T>();
+  const auto& ref = testing::reference_for<T>();
   constexpr int kDraws = 1'000'000;
   std::uint32_t stream_id = stream_base;
   for (double target : spread<T>()) {
