@@ -4,9 +4,10 @@
 find_package(CLI11 REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Boost 1.74 REQUIRED)  # headers only: Multiprecision, Math
+find_package(Eigen3 3.3 REQUIRED NO_MODULE)
+find_package(Threads REQUIRED)
 
 if(FLASHCHECK_TESTS)
   find_package(GTest REQUIRED)
   find_package(rapidcheck REQUIRED)
-  find_package(Threads REQUIRED)
 endif()

@@ -12,7 +12,7 @@ say() { echo "bootstrap: $*" >&2; }
 
 # --- 1. Debian packages --------------------------------------------------------------------------
 packages=(cmake ninja-build g++ git python3 python3-venv
-          libgtest-dev libgmock-dev librapidcheck-dev libboost-dev libcli11-dev nlohmann-json3-dev)
+          libgtest-dev libgmock-dev librapidcheck-dev libboost-dev libeigen3-dev libcli11-dev nlohmann-json3-dev)
 if command -v dpkg-query >/dev/null; then
   missing=()
   for p in "${packages[@]}"; do

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   fc::cli::add_formats_command(app);
   fc::cli::add_round_command(app);
+  fc::cli::add_oracle_check_command(app);
 
   try {
     app.parse(argc, argv);
