@@ -10,9 +10,9 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 }  // namespace
 
-MetricAccumulator::MetricAccumulator(const MetricOptions& options) : options_(options) {
-  if (!(options.relative_floor >= 0.0)) {
-    throw std::invalid_argument("MetricOptions: relative_floor must be >= 0");
+MetricAccumulator::MetricAccumulator(const MetricOptions& options) {
+  if (!(options.relative_floor >= 0.0 && std::isfinite(options.relative_floor))) {
+    throw std::invalid_argument("MetricOptions: relative_floor must be finite and >= 0");
   }
   m_.relative_floor = options.relative_floor;
   m_.ulp_format = options.ulp_format;
@@ -25,13 +25,16 @@ void MetricAccumulator::record_abs(std::size_t index, double abs_err) {
   }
 }
 
-void MetricAccumulator::add_finite(std::size_t index, double diff, double reference,
+void MetricAccumulator::add_finite(std::size_t index, double diff, double relative, double ulps,
                                    long double actual_ld, long double reference_ld) {
+  ++m_.finite_pairs;
   const double abs_err = std::fabs(diff);
   record_abs(index, abs_err);
-  // Scaled sum of squares (as in LAPACK's dnrm2): exact scaling by the running maximum avoids
-  // overflow of huge errors and underflow of tiny ones.
-  if (abs_err > 0.0) {
+  if (std::isinf(abs_err)) {
+    infinite_difference_ = true;
+  } else if (abs_err > 0.0) {
+    // Scaled sum of squares (as in LAPACK's dnrm2): exact scaling by the running maximum avoids
+    // overflow of huge errors and underflow of tiny ones.
     if (ssq_scale_ < abs_err) {
       const double ratio = ssq_scale_ / abs_err;
       ssq_ = 1.0 + ssq_ * ratio * ratio;
@@ -42,11 +45,9 @@ void MetricAccumulator::add_finite(std::size_t index, double diff, double refere
     }
   }
   sum_signed_ += diff;
-  const double denom = std::fmax(std::fabs(reference), options_.relative_floor);
-  // A zero floor with a zero reference: the relative error is 0 if exact and +Inf otherwise.
-  const double rel = denom > 0.0 ? abs_err / denom : (abs_err > 0.0 ? kInf : 0.0);
-  m_.max_rel = std::fmax(m_.max_rel, rel);
-  m_.max_ulp = std::fmax(m_.max_ulp, abs_err / ulp(options_.ulp_format, reference));
+  // A NaN ratio (only Inf / Inf can produce one) is an unbounded error.
+  m_.max_rel = std::isnan(relative) ? kInf : std::fmax(m_.max_rel, relative);
+  m_.max_ulp = std::isnan(ulps) ? kInf : std::fmax(m_.max_ulp, ulps);
   dot_ += actual_ld * reference_ld;
   norm_a_ += actual_ld * actual_ld;
   norm_r_ += reference_ld * reference_ld;
@@ -69,9 +70,15 @@ ErrorMetrics MetricAccumulator::finish(std::size_t count) const {
     m.mean_signed = m.cosine = kNaN;
     return m;
   }
-  if (count == 0) return m;
-  m.rms = ssq_scale_ * std::sqrt(ssq_ / static_cast<double>(count));
-  m.mean_signed = static_cast<double>(sum_signed_ / static_cast<long double>(count));
+  if (m.finite_pairs == 0) return m;
+  const auto n = static_cast<double>(m.finite_pairs);
+  if (infinite_difference_) {
+    m.rms = kInf;
+    m.mean_signed = kNaN;
+  } else {
+    m.rms = ssq_scale_ * std::sqrt(ssq_ / n);
+    m.mean_signed = static_cast<double>(sum_signed_ / static_cast<long double>(n));
+  }
   if (norm_a_ == 0.0L && norm_r_ == 0.0L) {
     m.cosine = 1.0;
   } else if (norm_a_ == 0.0L || norm_r_ == 0.0L) {
@@ -89,9 +96,9 @@ namespace fc {
 std::string ErrorMetrics::to_string() const {
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "n=%zu max_abs=%.6g (at %zu) rms=%.6g mean_signed=%.6g max_rel=%.6g (floor %.3g) "
+                "n=%zu (finite pairs %zu) max_abs=%.6g (at %zu) rms=%.6g mean_signed=%.6g max_rel=%.6g (floor %.3g) "
                 "max_ulp=%.6g (%s) cosine=%.17g nonfinite actual/reference/mismatch=%zu/%zu/%zu",
-                count, max_abs, max_abs_index, rms, mean_signed, max_rel, relative_floor, max_ulp,
+                count, finite_pairs, max_abs, max_abs_index, rms, mean_signed, max_rel, relative_floor, max_ulp,
                 std::string(name(ulp_format)).c_str(), cosine, nonfinite_actual,
                 nonfinite_reference, nonfinite_mismatch);
   return buf;

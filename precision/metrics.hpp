@@ -5,16 +5,21 @@
 // - A non-finite value is never skipped silently. Where actual and reference disagree in finiteness
 //   (NaN against a number, Inf against a number, +Inf against -Inf) the pair's error is +Inf, so
 //   max_abs, rms, max_rel and max_ulp are +Inf and mean_signed and cosine are NaN; the counts say why.
-//   Pairs that agree (both NaN, or the same infinity) count as exact.
-// - The difference is taken in the wider of the two types (a multiprecision reference keeps its
-//   digits), then rounded to double for aggregation: each metric carries a relative error of about
-//   2^-53, far below anything a 16- or 32-bit subject can show.
-// - Relative error divides by max(|reference|, relative_floor): the floor is explicit because near
-//   zero any relative error is meaningless, and a report must say which floor it used.
+//   Pairs that agree (both NaN, or the same infinity) are exact and left out of rms and mean_signed,
+//   which average over the finite pairs (finite_pairs of them).
+// - The difference, the relative error and the ULP distance are taken in the wider of the two types
+//   (a multiprecision reference keeps its digits and its exponent), then rounded to double: each
+//   metric carries a relative error of about 2^-53, far below anything a 16- or 32-bit subject can
+//   show. A difference too large for double is +Inf, never NaN.
+// - Relative error divides by max(|reference|, relative_floor): the floor is explicit (finite,
+//   >= 0) because near zero any relative error is meaningless, and a report must say which it used.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
+#include <type_traits>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -31,10 +36,11 @@ struct MetricOptions {
 
 struct ErrorMetrics {
   std::size_t count = 0;
+  std::size_t finite_pairs = 0;  // pairs where both values are finite (rms and mean_signed average these)
   double max_abs = 0.0;
   std::size_t max_abs_index = 0;  // where max_abs occurs (first such index)
-  double rms = 0.0;               // sqrt(mean(diff^2))
-  double mean_signed = 0.0;       // mean(actual - reference): the bias
+  double rms = 0.0;               // sqrt(mean(diff^2)) over the finite pairs
+  double mean_signed = 0.0;       // mean(actual - reference) over the finite pairs: the bias
   double max_rel = 0.0;           // max |diff| / max(|reference|, relative_floor)
   double relative_floor = 0.0;
   double max_ulp = 0.0;  // max |diff| / ulp_format-spacing at the reference (see fc::ulp)
@@ -53,8 +59,9 @@ namespace detail {
 class MetricAccumulator {
  public:
   explicit MetricAccumulator(const MetricOptions& options);
-  // A pair where both values are finite: diff = actual - reference, rounded to double.
-  void add_finite(std::size_t index, double diff, double reference, long double actual_ld,
+  // A pair where both values are finite: diff = actual - reference, and its relative error and ULP
+  // distance, each already computed in the wide type and rounded to double.
+  void add_finite(std::size_t index, double diff, double relative, double ulps, long double actual_ld,
                   long double reference_ld);
   // A pair where at least one value is not finite.
   void add_nonfinite(std::size_t index, bool actual_finite, bool reference_finite, bool agree);
@@ -62,9 +69,9 @@ class MetricAccumulator {
 
  private:
   void record_abs(std::size_t index, double abs_err);
-  MetricOptions options_;
   ErrorMetrics m_;
   double ssq_scale_ = 0.0, ssq_ = 1.0;  // sum of squares = scale^2 * ssq, free of over/underflow
+  bool infinite_difference_ = false;    // a finite pair whose difference overflowed double
   long double sum_signed_ = 0.0L, dot_ = 0.0L, norm_a_ = 0.0L, norm_r_ = 0.0L;
 };
 
@@ -94,6 +101,25 @@ bool negative_value(const T& x) {
   return signbit(x);
 }
 
+// |diff| / max(|r|, floor) and |diff| / ulp_format(r), in the type W of the difference.
+template <class W>
+void wide_ratios(const W& diff, const W& r, const MetricOptions& options, double& relative, double& ulps) {
+  using std::abs;
+  using std::frexp;
+  using std::ldexp;
+  const W abs_diff = abs(diff);
+  const W abs_r = abs(r);
+  const W floor(options.relative_floor);
+  const W denominator = abs_r > floor ? abs_r : floor;
+  relative = denominator > 0 ? static_cast<double>(abs_diff / denominator)
+                             : (abs_diff > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+  const FormatInfo f = format_info(options.ulp_format);
+  int e = f.emin + 1;  // so that floor(log2 |r|) = e - 1 is the subnormal binade for r = 0
+  if (abs_r > 0) frexp(r, &e);
+  const W spacing = ldexp(W(1), std::max(e - 1, f.emin) - f.precision + 1);
+  ulps = static_cast<double>(abs_diff / spacing);
+}
+
 }  // namespace detail
 
 template <class A, class R>
@@ -109,8 +135,11 @@ ErrorMetrics compare(std::span<const A> actual, std::span<const R> reference,
     const auto r = detail::widen(reference[i]);
     const bool fa = detail::finite_value(a), fr = detail::finite_value(r);
     if (fa && fr) {
-      acc.add_finite(i, static_cast<double>(a - r), static_cast<double>(r), static_cast<long double>(a),
-                     static_cast<long double>(r));
+      const auto diff = a - r;
+      using W = std::remove_cv_t<decltype(diff)>;
+      double relative = 0, ulps = 0;
+      detail::wide_ratios<W>(diff, W(r), options, relative, ulps);
+      acc.add_finite(i, static_cast<double>(diff), relative, ulps, static_cast<long double>(a), static_cast<long double>(r));
     } else {
       const bool both_nan = detail::nan_value(a) && detail::nan_value(r);
       const bool same_inf = !fa && !fr && !detail::nan_value(a) && !detail::nan_value(r) &&

@@ -1,5 +1,7 @@
 #include "precision/policy.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <optional>
 #include <stdexcept>
@@ -70,13 +72,21 @@ PrecisionPolicy PrecisionPolicy::parse(std::string_view text) {
     first = 1;
   }
   bool seed_given = false;
+  std::vector<std::string> keys_seen;
   for (std::size_t i = first; i < tokens.size(); ++i) {
     const std::string_view token = tokens[i];
     const std::size_t eq = token.find('=');
     if (eq == std::string_view::npos) {
       fail(text, "'" + std::string(token) + "' is not key=value (only the first item may be a bare format)");
     }
-    const std::string_view key = token.substr(0, eq), value = token.substr(eq + 1);
+    std::string key_text(token.substr(0, eq));
+    std::transform(key_text.begin(), key_text.end(), key_text.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (std::find(keys_seen.begin(), keys_seen.end(), key_text) != keys_seen.end()) {
+      fail(text, "key '" + key_text + "' is given twice");
+    }
+    keys_seen.push_back(key_text);
+    const std::string_view key = key_text, value = token.substr(eq + 1);
     if (auto role = parse_role(key)) {
       p.set(*role, format_or_fail(text, value));
     } else if (key == "acc") {

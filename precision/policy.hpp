@@ -4,8 +4,8 @@
 // Text form (CLI --dtype, records): a base format, then overrides, comma-separated:
 //   "bf16"                          all tensors bf16, statistics fp32, accumulate fp32, RN
 //   "bf16,o=fp32,round=sr,seed=7"   the same, O stored in fp32, stochastic rounding with seed 7
-// Keys: q k v o do grad stats acc round seed. to_string() writes the shortest such form, and
-// parse(to_string(p)) == p.
+// Keys (any case): q k v o do grad stats acc round seed, each at most once. to_string() writes the
+// shortest such form, and parse(to_string(p)) == p.
 #pragma once
 
 #include <array>
@@ -31,7 +31,9 @@ inline constexpr std::array<Role, kRoleCount> kAllRoles = {Role::q,    Role::k, 
 std::string_view name(Role r);  // "q" "k" "v" "o" "do" "grad" "stats"
 
 struct PrecisionPolicy {
-  std::array<Format, kRoleCount> storage{};
+  // Default: everything fp32 (uniform(fp32)).
+  std::array<Format, kRoleCount> storage = {Format::fp32, Format::fp32, Format::fp32, Format::fp32,
+                                            Format::fp32, Format::fp32, Format::fp32};
   Format accumulate = Format::fp32;
   Rounding rounding = Rounding::nearest_even;  // how outputs are rounded when stored
   std::uint64_t seed = 0;                      // stochastic rounding seed

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 
 #include "precision/half.hpp"
 #include "precision/host_device.hpp"
@@ -132,7 +133,7 @@ FC_HD inline std::uint16_t float_to_fp16_nearest(std::uint32_t b) {
 // by Rounding::stochastic.
 template <class To, class From>
 FC_HD inline To round_to(From x, Rounding mode, std::uint32_t random_word = 0) {
-  if constexpr (sizeof(To) == 2 && sizeof(From) == 4 && Encoding<To>::exp_bits == 8) {
+  if constexpr (std::is_same_v<To, bf16> && std::is_same_v<From, float>) {
     // float -> bf16: the same exponent range, so rounding is an integer operation on the top half.
     // These fast paths equal the generic engine bit for bit (checked over all 2^32 floats).
     const std::uint32_t b = bits_of(x);
@@ -146,7 +147,7 @@ FC_HD inline To round_to(From x, Rounding mode, std::uint32_t random_word = 0) {
         return To{static_cast<std::uint16_t>((b + (random_word & 0xffffu)) >> 16)};
     }
   }
-  if constexpr (sizeof(To) == 2 && sizeof(From) == 4 && Encoding<To>::exp_bits == 5) {
+  if constexpr (std::is_same_v<To, fp16> && std::is_same_v<From, float>) {
     if (mode == Rounding::nearest_even) return To{detail::float_to_fp16_nearest(bits_of(x))};
   }
   return from_raw_bits<To>(detail::round_encoding<To, From>(raw_bits(x), mode, random_word));

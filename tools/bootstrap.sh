@@ -23,7 +23,8 @@ if command -v dpkg-query >/dev/null; then
     sudo=""
     if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
     $sudo apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    # `env` so the setting survives sudo's environment reset (an apt prompt would hang an unattended run)
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
   fi
 else
   say "not a Debian system: install these (or equivalents) yourself: ${packages[*]}"
@@ -35,14 +36,15 @@ stamp=.venv/.requirements.sha256
 want=$(sha256sum "$requirements" | cut -d' ' -f1)
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "creating .venv from $requirements"
-  python3 -m venv .venv >&2
+  python3 -m venv --clear .venv >&2
   .venv/bin/pip install --quiet --disable-pip-version-check -r "$requirements" >&2
   echo "$want" > "$stamp"
 fi
 
 # --- 3. configure and build ----------------------------------------------------------------------
 # The CUDA toolkit's default home is often not on PATH; CMake also looks there (cmake/FlashcheckOptions.cmake).
-if [ ! -f build/CMakeCache.txt ]; then
+# build.ninja, not CMakeCache.txt: a configure that failed leaves a cache but no build file.
+if [ ! -f build/build.ninja ]; then
   say "configuring build/"
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHCHECK_WERROR=ON >&2
 fi

@@ -1,7 +1,10 @@
 #include "precision/convert.hpp"
 
+#include "precision/tests/reference_rounding.hpp"
+
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -49,13 +52,31 @@ TEST(Convert, StochasticRoundingIsIndependentOfChunking) {
   for (std::size_t i = 0; i < in.size(); ++i) ASSERT_EQ(whole[i].bits, pieces[i].bits) << i;
 }
 
+// Widening against the independent decoding of every bit pattern (reference_rounding.hpp).
 TEST(Convert, WideningIsExact) {
-  const auto in = random_floats(500, 3);
-  std::vector<fp16> h(in.size());
-  std::vector<float> back(in.size());
-  round_array(std::span<const float>(in), std::span<fp16>(h), Rounding::nearest_even);
-  widen_array(std::span<const fp16>(h), std::span<float>(back));
-  for (std::size_t i = 0; i < in.size(); ++i) ASSERT_EQ(back[i], to_float(h[i]));
+  std::vector<fp16> h(0x10000);
+  std::vector<bf16> b(0x10000);
+  for (std::uint32_t i = 0; i < 0x10000; ++i) {
+    h[i] = fp16{static_cast<std::uint16_t>(i)};
+    b[i] = bf16{static_cast<std::uint16_t>(i)};
+  }
+  std::vector<float> wide_h(h.size()), wide_b(b.size());
+  widen_array(std::span<const fp16>(h), std::span<float>(wide_h));
+  widen_array(std::span<const bf16>(b), std::span<float>(wide_b));
+  for (std::uint32_t i = 0; i < 0x10000; ++i) {
+    const double want_h = testing::reference_fp16().value(static_cast<std::uint16_t>(i));
+    const double want_b = testing::reference_bf16().value(static_cast<std::uint16_t>(i));
+    if (std::isnan(want_h)) {
+      ASSERT_TRUE(std::isnan(wide_h[i]));
+    } else {
+      ASSERT_EQ(static_cast<double>(wide_h[i]), want_h) << std::hex << i;
+    }
+    if (std::isnan(want_b)) {
+      ASSERT_TRUE(std::isnan(wide_b[i]));
+    } else {
+      ASSERT_EQ(static_cast<double>(wide_b[i]), want_b) << std::hex << i;
+    }
+  }
 }
 
 TEST(Convert, MismatchedLengthsAreRejected) {

@@ -39,6 +39,8 @@ TEST(Metrics, RelativeErrorUsesTheExplicitFloor) {
   const std::vector<double> zeros{0.0, 0.0};
   EXPECT_EQ(compare_arrays(zeros, zeros, {Format::fp32, 0.0}).max_rel, 0.0);
   EXPECT_THROW(compare_arrays(a, r, {Format::fp32, -1.0}), std::invalid_argument);
+  EXPECT_THROW(compare_arrays(a, r, {Format::fp32, kInf}), std::invalid_argument) << "would make every relative error 0";
+  EXPECT_THROW(compare_arrays(a, r, {Format::fp32, kNaN}), std::invalid_argument);
 }
 
 // bf16(1/3) = 171/512, so against the exact 1/3 the error is 1/1536 exactly, a third of bf16's
@@ -107,6 +109,46 @@ TEST(Metrics, RmsNeitherOverflowsNorUnderflows) {
   const std::vector<double> tiny{1e-300, 1e-300, 1e-300};
   const std::vector<double> zero3{0.0, 0.0, 0.0};
   EXPECT_DOUBLE_EQ(compare_arrays(tiny, zero3, {Format::fp64, 0.0}).rms, 1e-300);
+}
+
+// Found in review: a finite pair whose difference overflows double made rms NaN (Inf/Inf in the
+// scaled sum of squares), which a check like !(rms > tol) would pass.
+TEST(Metrics, AnOverflowingDifferenceIsInfiniteNeverNan) {
+  const std::vector<double> a{1e308, 1e308, 1.0}, r{-1e308, -1e308, 1.0};
+  const ErrorMetrics m = compare_arrays(a, r, {Format::fp64, 0.0});
+  EXPECT_EQ(m.max_abs, kInf);
+  EXPECT_EQ(m.rms, kInf);
+  EXPECT_EQ(m.max_rel, kInf);
+  EXPECT_EQ(m.nonfinite_mismatch, 0u) << "both values of each pair are finite";
+}
+
+// Found in review: a quad reference beyond double's range made the relative error and ULP distance
+// NaN, which std::fmax then dropped (reporting 0).
+TEST(Metrics, AReferenceBeyondDoubleRangeKeepsItsRatios) {
+  const std::vector<double> a{1e308};
+  const std::vector<quad> r{quad("1e400")};
+  const ErrorMetrics m = compare_arrays(a, r, {Format::fp64, 0.0});
+  EXPECT_NEAR(m.max_rel, 1.0, 1e-15);  // (1e400 - 1e308) / 1e400
+  EXPECT_GT(m.max_ulp, 1e15);
+  EXPECT_FALSE(std::isnan(m.max_ulp));
+  EXPECT_EQ(m.max_abs, kInf);
+}
+
+// Found in review: the ULP spacing was taken from the reference after rounding it to double, so a
+// quad reference just below a power of two got the next binade's spacing (half the true ULPs).
+TEST(Metrics, UlpSpacingComesFromTheWideReference) {
+  const std::vector<float> a{0x1.fffffep0f};  // 2 - 2^-23
+  const std::vector<quad> r{quad(2) - boost::multiprecision::ldexp(quad(1), -60)};
+  // |diff| = 2^-23 - 2^-60 against fp32's spacing 2^-23 in [1, 2): 1 - 2^-37 ULP
+  EXPECT_NEAR(compare_arrays(a, r, {Format::fp32, 0.0}).max_ulp, 1.0, 1e-10);
+}
+
+TEST(Metrics, AgreeingNonFiniteValuesDoNotDiluteTheAverages) {
+  const std::vector<double> a{kNaN, kNaN, kNaN, 1.0}, r{kNaN, kNaN, kNaN, 0.0};
+  const ErrorMetrics m = compare_arrays(a, r, {Format::fp32, 0.0});
+  EXPECT_EQ(m.finite_pairs, 1u);
+  EXPECT_EQ(m.rms, 1.0);
+  EXPECT_EQ(m.mean_signed, 1.0);
 }
 
 TEST(Metrics, CosineOfZeroVectors) {

@@ -39,14 +39,19 @@ TEST(Philox, MatchesRandom123KnownAnswers) {
   }
 }
 
-TEST(Philox, StreamWordIsTheLaneOfItsGroup) {
-  const RandomStream s{0x0123456789abcdefULL, 5};
-  for (std::uint64_t i : {0ULL, 1ULL, 2ULL, 3ULL, 4ULL, 1001ULL, (1ULL << 32) + 3, (1ULL << 40) + 2}) {
-    EXPECT_EQ(s.word(i), s.group(i / 4).w[i % 4]) << i;
+// The documented layout: element i of stream t under seed s (draw r) is lane i % 4 of Philox with
+// counter (i / 4 low word, i / 4 high word, t, r) and key (s low word, s high word).
+TEST(Philox, StreamWordsFollowTheDocumentedCounterLayout) {
+  const std::uint64_t seed = 0x0123456789abcdefULL;
+  const RandomStream s{seed, 5};
+  for (std::uint64_t i : {0ULL, 3ULL, 6ULL, 0x912345678ULL * 4 + 2, (1ULL << 40) + 1}) {
+    for (std::uint32_t draw : {0u, 9u}) {
+      const std::uint64_t g = i / 4;
+      const Words4 direct = philox4x32(Words4{{static_cast<std::uint32_t>(g), static_cast<std::uint32_t>(g >> 32), 5u, draw}},
+                                       0x89abcdefu, 0x01234567u);
+      EXPECT_EQ(s.word(i, draw), direct.w[i % 4]) << "element " << i << " draw " << draw;
+    }
   }
-  // The counter holds (i / 4 as two words, stream, draw); the key holds the seed's two halves.
-  const Words4 direct = philox4x32(Words4{{0x12345678u, 0x9u, 5u, 0u}}, 0x89abcdefu, 0x01234567u);
-  EXPECT_EQ(s.word((0x912345678ULL << 2) + 2), direct.w[2]);
 }
 
 TEST(Philox, SeedStreamAndDrawEachChangeTheWords) {

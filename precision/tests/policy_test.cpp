@@ -39,9 +39,17 @@ TEST(Policy, TextFormIsShortAndCanonical) {
 TEST(Policy, StreamsAreDistinctPerRole) {
   PrecisionPolicy p = PrecisionPolicy::uniform(Format::bf16);
   p.seed = 99;
-  EXPECT_EQ(p.stream(Role::o).seed, 99u);
-  EXPECT_NE(p.stream(Role::o).stream, p.stream(Role::grad).stream);
+  for (Role a : kAllRoles) {
+    EXPECT_EQ(p.stream(a).seed, 99u);
+    for (Role b : kAllRoles) {
+      if (a != b) {
+        EXPECT_NE(p.stream(a).stream, p.stream(b).stream) << name(a) << " " << name(b);
+      }
+    }
+  }
 }
+
+TEST(Policy, DefaultIsUniformFp32) { EXPECT_EQ(PrecisionPolicy{}, PrecisionPolicy::uniform(Format::fp32)); }
 
 TEST(Policy, BadTextIsRejectedWithTheReason) {
   const auto message = [](const char* text) {
@@ -59,6 +67,8 @@ TEST(Policy, BadTextIsRejectedWithTheReason) {
   EXPECT_NE(message("bf16,round=up").find("unknown rounding 'up'"), std::string::npos);
   EXPECT_NE(message("bf16,round=sr,seed=-1").find("not an unsigned"), std::string::npos);
   EXPECT_NE(message("bf16,seed=3").find("not stochastic"), std::string::npos);
+  EXPECT_NE(message("bf16,o=fp32,O=fp16").find("given twice"), std::string::npos);
+  EXPECT_EQ(message("bf16,O=fp32,ROUND=rn"), "accepted") << "keys are case-insensitive, like formats";
 }
 
 rc::Gen<Format> any_format() { return rc::gen::element(Format::fp64, Format::fp32, Format::fp16, Format::bf16); }

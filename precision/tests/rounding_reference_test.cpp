@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "precision/convert.hpp"
 #include "precision/rounding.hpp"
 #include "precision/tests/cuda_host_reference.hpp"
 #include "precision/tests/reference_rounding.hpp"
@@ -164,6 +165,55 @@ TEST(RoundingReference, RandomDoublesNearMidpoints) {
     ASSERT_TRUE(same_result(round_to<fp16>(xh, Rounding::nearest_even).bits, testing::cuda_host::fp16_from_double(xh),
                             testing::reference_fp16())) << std::hexfloat << xh;
 #endif
+  }
+}
+
+// double -> float, against the hardware: RN is C++'s conversion (the FPU's default rounding), RZ is
+// that result stepped back toward zero when it went away (so overflow gives FLT_MAX). On random bit
+// patterns (every binade, NaN, subnormals) and on doubles next to float midpoints.
+TEST(RoundingReference, DoubleToFloatMatchesTheHardware) {
+  std::mt19937_64 rng(5);
+  std::vector<double> xs;
+  for (int i = 0; i < 1'000'000; ++i) {
+    if (i % 2 == 0) {
+      xs.push_back(double_from_bits(rng()));
+    } else {  // a float's midpoint to its upper neighbour, a few double places either side
+      const float f = float_from_bits(static_cast<std::uint32_t>(rng()) & 0x7f7fffffu);
+      double x = 0.5 * (static_cast<double>(f) + static_cast<double>(std::nextafter(f, INFINITY)));
+      for (int k = static_cast<int>(rng() % 7) - 3; k != 0; k += k > 0 ? -1 : 1) x = std::nextafter(x, k > 0 ? INFINITY : 0.0);
+      xs.push_back((rng() & 1) ? -x : x);
+    }
+  }
+  for (double x : xs) {
+    const float rn = static_cast<float>(x);
+    if (std::isnan(x)) {
+      ASSERT_TRUE(std::isnan(round_to<float>(x, Rounding::nearest_even)));
+      ASSERT_TRUE(std::isnan(round_to<float>(x, Rounding::toward_zero)));
+      continue;
+    }
+    const float rz = std::fabs(static_cast<double>(rn)) > std::fabs(x) ? std::nextafter(rn, 0.0f) : rn;
+    ASSERT_EQ(bits_of(round_to<float>(x, Rounding::nearest_even)), bits_of(rn)) << std::hexfloat << x;
+    ASSERT_EQ(bits_of(round_to<float>(x, Rounding::toward_zero)), bits_of(rz)) << std::hexfloat << x;
+  }
+  std::vector<float> out(xs.size());
+  round_array(std::span<const double>(xs), std::span<float>(out), Rounding::toward_zero);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    ASSERT_EQ(bits_of(out[i]), bits_of(round_to<float>(xs[i], Rounding::toward_zero))) << i;
+  }
+}
+
+// Stochastic rounding with more than 32 discarded bits (fp16 from double discards 42 in the normal
+// range) compares the word with the top 32 discarded bits: it rounds up exactly when
+// word >= 2^32 - top. Pinned at the boundary, with top computed from the value, not the encoding.
+TEST(RoundingReference, StochasticRoundingBeyond32DiscardedBits) {
+  for (double frac : {0.3, 1e-9, 0.999999, 0.5}) {
+    const double x = 1.0 + frac * std::ldexp(1.0, -10);  // between fp16 1 and 1 + 2^-10
+    const auto top = static_cast<std::uint64_t>(std::floor((x - 1.0) * std::ldexp(1.0, 42)));  // exact
+    ASSERT_GT(top, 0u);
+    const auto boundary = static_cast<std::uint32_t>((std::uint64_t{1} << 32) - top);
+    EXPECT_EQ(round_to<fp16>(x, Rounding::stochastic, boundary).bits, 0x3c01) << frac;
+    EXPECT_EQ(round_to<fp16>(x, Rounding::stochastic, boundary - 1).bits, 0x3c00) << frac;
+    EXPECT_EQ(round_to<fp16>(-x, Rounding::stochastic, boundary).bits, 0xbc01) << frac;
   }
 }
 
