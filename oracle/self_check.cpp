@@ -198,7 +198,12 @@ std::vector<T> along(const std::vector<T>& x, const T& t, const std::vector<T>& 
 }  // namespace
 
 std::string_view bound_reason(std::string_view check) {
-  if (check.starts_with("AttnRes") && check.find("finite differences") == std::string_view::npos) {
+  if (check.find("finite differences") != std::string_view::npos) {
+    return "4 x the order-8 stencil's truncation estimate (|f^(9)| h^8/630 + 7 |f| u/h) plus the rounding of f's "
+           "evaluations (C u of f's magnitude, C as for forward or backward) times the stencil's 2.08/h: ~u^(8/9) = "
+           "2^18.7 u once the direction is rescaled by the fastest logit rate so f's derivatives are of unit scale";
+  }
+  if (check.starts_with("AttnRes")) {
     if (check.find("backward") != std::string_view::npos) {
       return "8 n A with n = D + N + 8, A = 1 + largest logit magnitude r |w|.|x|: the backward's sums (g . v_i, "
              "sum p_i a_i, dw over tokens) on top of the forward's; factor 2 for the two sides, 2 for second-order terms";
@@ -222,11 +227,6 @@ std::string_view bound_reason(std::string_view check) {
   }
   if (check.starts_with("double backward")) {
     return "16 n A: as the first order, with two more levels of sums (dd, b, then dQ' etc.), doubling the factor";
-  }
-  if (check.find("finite differences") != std::string_view::npos) {
-    return "4 x the order-8 stencil's truncation estimate (|f^(9)| h^8/630 + 7 |f| u/h) plus the rounding of f's "
-           "evaluations (C u of f's magnitude, C as for forward or backward) times the stencil's 2.08/h: ~u^(8/9) = "
-           "2^18.7 u once the direction is rescaled by the fastest logit rate so f's derivatives are of unit scale";
   }
   return "";
 }

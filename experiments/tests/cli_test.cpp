@@ -93,4 +93,34 @@ TEST(Cli, BadInputGivesAClearMessageAndExitCode2) {
   EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
 }
 
+std::string last_line(const std::string& text) {
+  std::string t = text;
+  while (!t.empty() && t.back() == '\n') t.pop_back();
+  const auto nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+TEST(Cli, OracleCheckPrintsEveryFigureAndEndsWithTheSummary) {
+  const CliRun r = flashcheck("oracle-check --cases 3 --seed 11");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* check : {"backward: analytic vs autodiff", "backward: analytic vs finite differences",
+                            "double backward: analytic vs autodiff", "double backward: analytic vs finite differences",
+                            "forward O vs mp50", "AttnRes: two-phase vs one-softmax", "AttnRes backward: analytic vs autodiff"}) {
+    EXPECT_TRUE(contains(r.output, check)) << check;
+  }
+  EXPECT_TRUE(contains(last_line(r.output), "oracle-check: PASS: 24 of 24 checks hold over 6 cases")) << last_line(r.output);
+}
+
+TEST(Cli, OracleCheckTakesExplicitCasesAndRejectsBadOnes) {
+  const CliRun ok = flashcheck("oracle-check --cases 0 --case 'B=1 Hq=2 Hkv=1 Nq=3 Nk=5 d=4 dv=2 mask=causal_br scale=0.5 seed=7'"
+                               " --attnres-case 'N=3 B=1 T=2 D=8 S=2 eps=1e-6 seed=7'");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_TRUE(contains(last_line(ok.output), "over 2 cases")) << ok.output;
+  const CliRun bad = flashcheck("oracle-check --cases 0 --case 'B=1 Hq=3 Hkv=2 Nq=1 Nk=1 d=1 dv=1'");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_TRUE(contains(bad.output, "not a multiple of Hkv")) << bad.output;
+  const CliRun empty = flashcheck("oracle-check --cases 0");
+  EXPECT_EQ(empty.exit_code, 2) << empty.output;
+}
+
 }  // namespace
