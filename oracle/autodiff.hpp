@@ -33,6 +33,14 @@ template <class T>
 AttentionSecondDirectional<T> attention_second_directional(const AttentionProblem& p, AttentionInputs<T> x,
                                                            AttentionInputs<T> a, AttentionInputs<T> b);
 
+// Entries of the Hessian-vector product H v of psi(x) = <dO, O(x)>, x = (Q, K, V) flattened in that
+// order: (H v)_j = <dO, D^2 O[v, e_j]>, one second-order forward per requested coordinate j (so meant
+// for small problems). With v = (ddQ, ddK, ddV) these are exactly the double backward's dQ', dK', dV'
+// (and the JVP along v is its ddO). Throws std::invalid_argument for a coordinate out of range.
+template <class T>
+std::vector<T> attention_hvp(const AttentionProblem& p, AttentionInputs<T> x, std::span<const T> dout,
+                             AttentionInputs<T> v, std::span<const std::size_t> coordinates);
+
 // Attention Residuals: h(values, u, w) (both phases) and its derivative along (a_values, a_u, a_w),
 // differentiating the one-softmax form.
 template <class T>
@@ -49,6 +57,9 @@ AttnResJvp<T> attnres_jvp(const AttnResShape& s, std::span<const T> values, std:
                                                    AttentionInputs<T>);                                      \
   extern template AttentionSecondDirectional<T> attention_second_directional<T>(                             \
       const AttentionProblem&, AttentionInputs<T>, AttentionInputs<T>, AttentionInputs<T>);         \
+  extern template std::vector<T> attention_hvp<T>(const AttentionProblem&, AttentionInputs<T>,               \
+                                                  std::span<const T>, AttentionInputs<T>,                    \
+                                                  std::span<const std::size_t>);                             \
   extern template AttnResJvp<T> attnres_jvp<T>(const AttnResShape&, std::span<const T>, std::span<const T>, \
                                                std::span<const T>, std::span<const T>, std::span<const T>, \
                                                std::span<const T>);

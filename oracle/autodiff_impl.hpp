@@ -75,6 +75,30 @@ AttentionSecondDirectional<T> attention_second_directional(const AttentionProble
 }
 
 template <class T>
+std::vector<T> attention_hvp(const AttentionProblem& p, AttentionInputs<T> x, std::span<const T> dout,
+                             AttentionInputs<T> v, std::span<const std::size_t> coordinates) {
+  detail::check_inputs(p, x, "direction", v);
+  check_array("dO", dout, p.shape.o_size());
+  const std::size_t nq = p.shape.q_size(), nk = p.shape.k_size(), nv = p.shape.v_size();
+  std::vector<T> zq(nq, T(0)), zk(nk, T(0)), zv(nv, T(0)), out;
+  for (const std::size_t j : coordinates) {
+    if (j >= nq + nk + nv) {
+      throw std::invalid_argument("attention_hvp: coordinate " + std::to_string(j) + " is beyond Q, K, V (" +
+                                  std::to_string(nq + nk + nv) + " elements)");
+    }
+    std::vector<T>& unit = j < nq ? zq : j < nq + nk ? zk : zv;
+    const std::size_t local = j < nq ? j : j < nq + nk ? j - nq : j - nq - nk;
+    unit[local] = T(1);
+    const auto second = attention_second_directional<T>(p, x, v, {zq, zk, zv});
+    unit[local] = T(0);
+    T sum = 0;
+    for (std::size_t i = 0; i < dout.size(); ++i) sum += dout[i] * second.o_ab[i];
+    out.push_back(sum);
+  }
+  return out;
+}
+
+template <class T>
 AttnResJvp<T> attnres_jvp(const AttnResShape& sh, std::span<const T> values, std::span<const T> partial,
                           std::span<const T> queries, std::span<const T> a_values, std::span<const T> a_partial,
                           std::span<const T> a_queries) {

@@ -6,6 +6,8 @@ namespace fc::oracle {
 template AttentionJvp<quad> attention_jvp<quad>(const AttentionProblem&, AttentionInputs<quad>, AttentionInputs<quad>);
 template AttentionSecondDirectional<quad> attention_second_directional<quad>(const AttentionProblem&, AttentionInputs<quad>,
                                                                          AttentionInputs<quad>, AttentionInputs<quad>);
+template std::vector<quad> attention_hvp<quad>(const AttentionProblem&, AttentionInputs<quad>, std::span<const quad>,
+                                                  AttentionInputs<quad>, std::span<const std::size_t>);
 template AttnResJvp<quad> attnres_jvp<quad>(const AttnResShape&, std::span<const quad>, std::span<const quad>,
                                            std::span<const quad>, std::span<const quad>, std::span<const quad>,
                                            std::span<const quad>);

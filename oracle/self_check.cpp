@@ -155,6 +155,26 @@ struct Results {
   T first_order_autodiff(const AttentionProblem& p) const {
     return dot(dout, attention_jvp<T>(p, inputs(q, k, v), inputs(aq, ak, av)).o_dot);
   }
+  // The double backward entry by entry: ddO against the JVP along dd (all of it), and dQ', dK', dV'
+  // against the HVP H dd at the given coordinates of (Q, K, V); max over entries of
+  // |analytic - autodiff| / (u * magnitude).
+  double second_order_elementwise(const AttentionProblem& p, const AttentionMagnitudes& mag, double u,
+                                  const std::vector<std::size_t>& coordinates) const {
+    const auto x = inputs(q, k, v);
+    const auto dd = inputs(ddq, ddk, ddv);
+    double worst = 0;
+    const auto jvp = attention_jvp<T>(p, x, dd);
+    for (std::size_t i = 0; i < dbwd.ddo.size(); ++i) worst = std::max(worst, scaled(dbwd.ddo[i], jvp.o_dot[i], u, mag.ddo[i]));
+    const auto hvp = attention_hvp<T>(p, x, dout, dd, coordinates);
+    const std::size_t nq = q.size(), nk = k.size();
+    for (std::size_t c = 0; c < coordinates.size(); ++c) {
+      const std::size_t j = coordinates[c];
+      const T& analytic = j < nq ? dbwd.dq2[j] : j < nq + nk ? dbwd.dk2[j - nq] : dbwd.dv2[j - nq - nk];
+      const double m = j < nq ? mag.dq2[j] : j < nq + nk ? mag.dk2[j - nq] : mag.dv2[j - nq - nk];
+      worst = std::max(worst, scaled(analytic, hvp[c], u, m));
+    }
+    return worst;
+  }
   // d/dt <dd, B(x + t w_x, dO + t w_dO)> = <w_dO, J dd> + <dO, D^2 O[dd, w_x]> by autodiff.
   T second_order_autodiff(const AttentionProblem& p) const {
     const auto x = inputs(q, k, v);
@@ -226,7 +246,8 @@ std::string_view bound_reason(std::string_view check) {
            "orders, each with error ~ n A u of the magnitude; factor 2 for the two sides, 2 for second-order terms";
   }
   if (check.starts_with("double backward")) {
-    return "16 n A: as the first order, with two more levels of sums (dd, b, then dQ' etc.), doubling the factor";
+    return "16 n A: as the first order, with two more levels of sums (dd, b, then dQ' etc.), doubling the factor "
+           "(entry by entry, each entry against its own magnitude)";
   }
   return "";
 }
@@ -360,6 +381,17 @@ std::vector<Agreement> check_attention(const AttentionCase& c) {
                  scaled(r64.second_order_analytic, r64.second_order_autodiff(p), u64, m2), bound.second_order});
   out.push_back({"double backward: analytic vs autodiff", OracleType::quad,
                  scaled(r128.second_order_analytic, r128.second_order_autodiff(p), u128, m2), bound.second_order});
+  // Entry by entry: up to 32 coordinates of (Q, K, V), drawn from the case's seed.
+  std::vector<std::size_t> coordinates;
+  {
+    const std::size_t n = p.shape.q_size() + p.shape.k_size() + p.shape.v_size();
+    std::mt19937_64 pick(c.seed + 1);
+    for (std::size_t i = 0; i < std::min<std::size_t>(n, 32); ++i) coordinates.push_back(n <= 32 ? i : pick() % n);
+  }
+  out.push_back({"double backward entries: analytic vs autodiff HVP and JVP", OracleType::fp64,
+                 r64.second_order_elementwise(p, mag, u64, coordinates), bound.second_order});
+  out.push_back({"double backward entries: analytic vs autodiff HVP and JVP", OracleType::quad,
+                 r128.second_order_elementwise(p, mag, u128, coordinates), bound.second_order});
   const FiniteDifference fd2 = finite_difference_derivative_at_zero(
       [&](const mp50& t) {
         const auto b = attention_backward<mp50>(

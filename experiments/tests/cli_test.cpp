@@ -108,7 +108,7 @@ TEST(Cli, OracleCheckPrintsEveryFigureAndEndsWithTheSummary) {
                             "forward O vs mp50", "AttnRes: two-phase vs one-softmax", "AttnRes backward: analytic vs autodiff"}) {
     EXPECT_TRUE(contains(r.output, check)) << check;
   }
-  EXPECT_TRUE(contains(last_line(r.output), "oracle-check: PASS: 24 of 24 checks hold over 6 cases")) << last_line(r.output);
+  EXPECT_TRUE(contains(last_line(r.output), "oracle-check: PASS: 26 of 26 checks hold over 6 cases")) << last_line(r.output);
 }
 
 TEST(Cli, OracleCheckTakesExplicitCasesAndRejectsBadOnes) {

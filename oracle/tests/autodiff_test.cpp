@@ -57,5 +57,17 @@ TEST(Autodiff, SecondDirectionalDerivativeIsSymmetric) {
   }
 }
 
+// The HVP's entries are the double backward's dQ', dK', dV' (checked in oracle-check); here its
+// argument checking.
+TEST(Autodiff, HvpRejectsCoordinatesBeyondTheInputs) {
+  const AttentionProblem p = small_problem();
+  const auto q = normal(p.shape.q_size(), 16), k = normal(p.shape.k_size(), 17), v = normal(p.shape.v_size(), 18);
+  const auto dout = normal(p.shape.o_size(), 19);
+  const std::size_t n = p.shape.q_size() + p.shape.k_size() + p.shape.v_size();
+  const std::vector<std::size_t> inside{0, n - 1}, outside{n};
+  EXPECT_EQ(attention_hvp<double>(p, {q, k, v}, dout, {q, k, v}, inside).size(), 2u);
+  EXPECT_THROW(attention_hvp<double>(p, {q, k, v}, dout, {q, k, v}, outside), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace fc::oracle
