@@ -6,8 +6,8 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Boost 1.74 REQUIRED)  # headers only: Multiprecision, Math
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(Threads REQUIRED)
+find_package(rapidcheck REQUIRED)  # the harness's case generators (and the property tests)
 
 if(FLASHCHECK_TESTS)
   find_package(GTest REQUIRED)
-  find_package(rapidcheck REQUIRED)
 endif()

@@ -74,10 +74,16 @@ endif()
 # --- warnings -----------------------------------------------------------------------------------
 add_library(flashcheck_warnings INTERFACE)
 target_compile_options(flashcheck_warnings INTERFACE
-  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>
+  $<$<COMPILE_LANGUAGE:CXX,C>:-Wall -Wextra>
   $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
+# GCC 12 reports -Wrestrict falsely on ordinary std::string concatenation at -O2/-O3 (GCC bugs 105329,
+# 105651; fixed in 13): silence that one warning for that compiler only.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_GREATER_EQUAL 12
+   AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+  target_compile_options(flashcheck_warnings INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Wno-restrict>)
+endif()
 if(FLASHCHECK_WERROR)
   target_compile_options(flashcheck_warnings INTERFACE
-    $<$<COMPILE_LANGUAGE:CXX>:-Werror>
+    $<$<COMPILE_LANGUAGE:CXX,C>:-Werror>
     $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Werror>)
 endif()

@@ -58,6 +58,12 @@ struct AttentionMagnitudes {
 AttentionMagnitudes attention_magnitudes(const AttentionProblem& p, AttentionInputs<double> x,
                                          std::span<const double> dout, AttentionInputs<double> cotangents);
 
+// The fastest rate at which any logit s q_i . k_j moves along a direction (a_q, a_k):
+// max over visible and masked (i, j) of |s| sum_c (|a_q,ic k_jc| + |q_ic a_k,jc|). Softmax outputs vary
+// on that scale, so finite differences along the direction take steps relative to 1 / rate.
+double attention_logit_rate(const AttentionProblem& p, std::span<const double> q, std::span<const double> k,
+                            std::span<const double> aq, std::span<const double> ak);
+
 #define FC_ORACLE_DECLARE_ATTENTION(T)                                                                         \
   extern template AttentionForward<T> attention_forward<T>(const AttentionProblem&, AttentionInputs<T>);      \
   extern template AttentionBackward<T> attention_backward<T>(const AttentionProblem&, AttentionInputs<T>,     \

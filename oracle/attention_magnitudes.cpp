@@ -37,4 +37,31 @@ AttentionMagnitudes attention_magnitudes(const AttentionProblem& p, AttentionInp
   return m;
 }
 
+double attention_logit_rate(const AttentionProblem& p, std::span<const double> q, std::span<const double> k,
+                            std::span<const double> aq, std::span<const double> ak) {
+  p.validate();
+  check_array("Q", q, p.shape.q_size());
+  check_array("K", k, p.shape.k_size());
+  check_array("direction.Q", aq, p.shape.q_size());
+  check_array("direction.K", ak, p.shape.k_size());
+  const AttentionShape& sh = p.shape;
+  const int d = sh.head_dim;
+  double rate = 0;
+  for (int b = 0; b < sh.batch; ++b) {
+    for (int h = 0; h < sh.heads_q; ++h) {
+      const std::size_t kv = static_cast<std::size_t>(b) * sh.heads_kv + h / sh.group();
+      for (int i = 0; i < sh.seq_q; ++i) {
+        const std::size_t qrow = ((static_cast<std::size_t>(b) * sh.heads_q + h) * sh.seq_q + i) * d;
+        for (int j = 0; j < sh.seq_k; ++j) {
+          const std::size_t krow = (kv * sh.seq_k + j) * d;
+          double r = 0;
+          for (int c = 0; c < d; ++c) r += std::fabs(aq[qrow + c] * k[krow + c]) + std::fabs(q[qrow + c] * ak[krow + c]);
+          rate = std::max(rate, std::fabs(p.scale) * r);
+        }
+      }
+    }
+  }
+  return rate;
+}
+
 }  // namespace fc::oracle

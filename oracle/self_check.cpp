@@ -184,30 +184,6 @@ struct Results {
   }
 };
 
-// The fastest rate at which any logit moves along a direction (a_q, a_k) at t = 0:
-// max over (i, j) of |s| sum_c (|a_q,ic k_jc| + |q_ic a_k,jc|). Softmax outputs vary on that scale.
-double logit_rate(const AttentionProblem& p, const std::vector<double>& q, const std::vector<double>& k,
-                  const std::vector<double>& aq, const std::vector<double>& ak) {
-  const AttentionShape& sh = p.shape;
-  const int d = sh.head_dim;
-  double rate = 0;
-  for (int b = 0; b < sh.batch; ++b) {
-    for (int h = 0; h < sh.heads_q; ++h) {
-      const std::size_t kv = static_cast<std::size_t>(b) * sh.heads_kv + h / sh.group();
-      for (int i = 0; i < sh.seq_q; ++i) {
-        const std::size_t qrow = ((static_cast<std::size_t>(b) * sh.heads_q + h) * sh.seq_q + i) * d;
-        for (int j = 0; j < sh.seq_k; ++j) {
-          const std::size_t krow = (kv * sh.seq_k + j) * d;
-          double r = 0;
-          for (int c = 0; c < d; ++c) r += std::fabs(aq[qrow + c] * k[krow + c]) + std::fabs(q[qrow + c] * ak[krow + c]);
-          rate = std::max(rate, std::fabs(p.scale) * r);
-        }
-      }
-    }
-  }
-  return rate;
-}
-
 template <class T>
 std::vector<T> along(const std::vector<T>& x, const T& t, const std::vector<T>& direction) {
   std::vector<T> out(x.size());
@@ -370,7 +346,7 @@ std::vector<Agreement> check_attention(const AttentionCase& c) {
         const auto fwd = attention_forward<mp50>(p, {along(r50.q, t, r50.aq), along(r50.k, t, r50.ak), along(r50.v, t, r50.av)});
         return dot(r50.dout, fwd.o);
       },
-      1 + logit_rate(p, data.q, data.k, data.aq, data.ak));
+      1 + attention_logit_rate(p, data.q, data.k, data.aq, data.ak));
   out.push_back({"backward: analytic vs finite differences", OracleType::mp50,
                  scaled(r50.first_order_analytic, fd1.derivative, u50, m1),
                  fd_bound(fd1, u50, m1, bound.forward, dot_abs(mag.o, data.dout))});
@@ -398,7 +374,7 @@ std::vector<Agreement> check_attention(const AttentionCase& c) {
             p, {along(r50.q, t, r50.wq), along(r50.k, t, r50.wk), along(r50.v, t, r50.wv)}, along(r50.dout, t, r50.wdo));
         return dot(r50.ddq, b.dq) + dot(r50.ddk, b.dk) + dot(r50.ddv, b.dv);
       },
-      1 + logit_rate(p, data.q, data.k, data.wq, data.wk));
+      1 + attention_logit_rate(p, data.q, data.k, data.wq, data.wk));
   out.push_back({"double backward: analytic vs finite differences of the backward", OracleType::mp50,
                  scaled(r50.second_order_analytic, fd2.derivative, u50, m2),
                  fd_bound(fd2, u50, m2, bound.first_order,

@@ -11,8 +11,10 @@
 //   (a multiprecision reference keeps its digits and its exponent), then rounded to double: each
 //   metric carries a relative error of about 2^-53, far below anything a 16- or 32-bit subject can
 //   show. A difference too large for double is +Inf, never NaN.
-// - Relative error divides by max(|reference|, relative_floor): the floor is explicit (finite,
-//   >= 0) because near zero any relative error is meaningless, and a report must say which it used.
+// - Relative error divides by max(|reference|, relative_floor), and ULP distances count in the
+//   spacing at that same max: the floor is explicit (finite, >= 0) because near zero any relative
+//   error is meaningless (and a zero reference's ULP is the format's smallest subnormal), and a
+//   report must say which floor it used.
 #pragma once
 
 #include <algorithm>
@@ -43,7 +45,7 @@ struct ErrorMetrics {
   double mean_signed = 0.0;       // mean(actual - reference) over the finite pairs: the bias
   double max_rel = 0.0;           // max |diff| / max(|reference|, relative_floor)
   double relative_floor = 0.0;
-  double max_ulp = 0.0;  // max |diff| / ulp_format-spacing at the reference (see fc::ulp)
+  double max_ulp = 0.0;  // max |diff| / ulp_format-spacing at max(|reference|, relative_floor) (see fc::ulp)
   Format ulp_format = Format::fp32;
   double cosine = 1.0;  // <a, r> / (|a| |r|); 1 when both are zero, 0 when exactly one is
   std::size_t nonfinite_actual = 0;
@@ -101,7 +103,7 @@ bool negative_value(const T& x) {
   return signbit(x);
 }
 
-// |diff| / max(|r|, floor) and |diff| / ulp_format(r), in the type W of the difference.
+// |diff| / max(|r|, floor) and |diff| / ulp_format(max(|r|, floor)), in the type W of the difference.
 template <class W>
 void wide_ratios(const W& diff, const W& r, const MetricOptions& options, double& relative, double& ulps) {
   using std::abs;
@@ -115,7 +117,7 @@ void wide_ratios(const W& diff, const W& r, const MetricOptions& options, double
                              : (abs_diff > 0 ? std::numeric_limits<double>::infinity() : 0.0);
   const FormatInfo f = format_info(options.ulp_format);
   int e = f.emin + 1;  // so that floor(log2 |r|) = e - 1 is the subnormal binade for r = 0
-  if (abs_r > 0) frexp(r, &e);
+  if (denominator > 0) frexp(denominator, &e);
   const W spacing = ldexp(W(1), std::max(e - 1, f.emin) - f.precision + 1);
   ulps = static_cast<double>(abs_diff / spacing);
 }

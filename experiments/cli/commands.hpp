@@ -15,5 +15,7 @@ struct CheckFailed : std::runtime_error {
 void add_formats_command(CLI::App& app);
 void add_round_command(CLI::App& app);
 void add_oracle_check_command(CLI::App& app);
+void add_list_command(CLI::App& app);
+void add_check_command(CLI::App& app);
 
 }  // namespace fc::cli

@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   fc::cli::add_formats_command(app);
   fc::cli::add_round_command(app);
   fc::cli::add_oracle_check_command(app);
+  fc::cli::add_list_command(app);
+  fc::cli::add_check_command(app);
 
   try {
     app.parse(argc, argv);

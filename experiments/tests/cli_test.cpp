@@ -6,6 +6,10 @@
 #include <array>
 #include <cstdio>
 #include <string>
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "experiments/build_info.hpp"
 
@@ -121,6 +125,94 @@ TEST(Cli, OracleCheckTakesExplicitCasesAndRejectsBadOnes) {
   EXPECT_TRUE(contains(bad.output, "not a multiple of Hkv")) << bad.output;
   const CliRun empty = flashcheck("oracle-check --cases 0");
   EXPECT_EQ(empty.exit_code, 2) << empty.output;
+}
+
+std::string plugin(const char* name) { return std::string(FLASHCHECK_PLUGIN_DIR) + "/lib" + name + ".so"; }
+
+TEST(Cli, ListShowsTheSubjectsAndPlugins) {
+  const CliRun r = flashcheck("list");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.output, "cpu.naive")) << r.output;
+  EXPECT_TRUE(contains(r.output, "fwd,bwd,bwdbwd")) << r.output;
+  const CliRun p = flashcheck("list --plugin " + plugin("flashcheck_example_plugin"));
+  EXPECT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_TRUE(contains(p.output, "plugin.example")) << p.output;
+}
+
+TEST(Cli, CheckPrintsTheTableAndPasses) {
+  const CliRun r = flashcheck("check --subject cpu.naive --op fwd --dtype bf16,fp32 --cases 20 --no-corpus");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "worst err/base")) << r.output;
+  EXPECT_TRUE(contains(r.output, "rho = 2")) << r.output;
+  EXPECT_TRUE(contains(last_line(r.output), "check: PASS: 40 of 40 cases passed")) << r.output;
+}
+
+TEST(Cli, CheckUsageErrorsExitWith2) {
+  EXPECT_EQ(flashcheck("check --subject cpu.nope").exit_code, 2);
+  EXPECT_TRUE(contains(flashcheck("check --subject cpu.nope").output, "no subject 'cpu.nope'"));
+  EXPECT_EQ(flashcheck("check --subject cpu.naive --dtype fp8").exit_code, 2);
+  EXPECT_EQ(flashcheck("check --subject cpu.naive --op sideways").exit_code, 2);
+  const CliRun missing = flashcheck("check --subject cpu.naive --plugin /nonexistent/libx.so");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_TRUE(contains(missing.output, "no such file")) << missing.output;
+  const CliRun version = flashcheck("list --plugin " + plugin("flashcheck_test_plugin_wrong_version"));
+  EXPECT_EQ(version.exit_code, 2);
+  EXPECT_TRUE(contains(version.output, "ABI version 999")) << version.output;
+  const CliRun unsupported = flashcheck("check --subject plugin.example --dtype bf16 --plugin " + plugin("flashcheck_example_plugin"));
+  EXPECT_EQ(unsupported.exit_code, 2);
+  EXPECT_TRUE(contains(unsupported.output, "does not support bf16")) << unsupported.output;
+}
+
+// A failing subject: exit 1, the shrunk case, one command that reproduces it. A plugin's failure is
+// not added to the repository's corpus (the tests could not re-run it without the plugin).
+TEST(Cli, AFailureIsShrunkAndReproducible) {
+  const CliRun r = flashcheck("check --subject plugin.wrong --op fwd --dtype fp32 --cases 30 --plugin " + plugin("flashcheck_wrong_plugin"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "FAIL fwd fp32")) << r.output;
+  EXPECT_TRUE(contains(r.output, "reproduce: flashcheck check --subject plugin.wrong --op fwd --case \"")) << r.output;
+  EXPECT_FALSE(contains(r.output, "added to the regression corpus")) << r.output;
+  const auto at = r.output.find("--case \"");
+  const std::string case_text = r.output.substr(at + 8, r.output.find('"', at + 8) - at - 8);
+  const CliRun again = flashcheck("check --subject plugin.wrong --op fwd --case \"" + case_text + "\" --plugin " + plugin("flashcheck_wrong_plugin"));
+  EXPECT_EQ(again.exit_code, 1) << "the reproduce command fails the same way\n" << again.output;
+}
+
+TEST(Cli, CheckWritesJsonLinesRecordsAndNeverOverwritesUnasked) {
+  const std::string path = "/tmp/flashcheck_cli_test_records.jsonl";
+  std::remove(path.c_str());
+  const CliRun r = flashcheck("check --subject cpu.naive --op bwd --dtype fp16 --cases 5 --no-corpus --json " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(path);
+  int lines = 0;
+  for (std::string line; std::getline(in, line); ++lines) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j.at("schema"), 1);
+    EXPECT_EQ(j.at("kind"), "check");
+    EXPECT_EQ(j.at("subject"), "cpu.naive");
+    EXPECT_EQ(j.at("op"), "bwd");
+    EXPECT_EQ(j.at("policy"), "fp16");
+    EXPECT_EQ(j.at("oracle"), "fp64");
+    EXPECT_EQ(j.at("verdict"), "pass");
+    for (const char* key : {"shape", "mask", "seed", "tensors", "properties", "device", "commit", "time", "rho", "floor_u"}) {
+      EXPECT_TRUE(j.contains(key)) << key;
+    }
+    EXPECT_TRUE(j.at("tensors").contains("dQ"));
+  }
+  EXPECT_EQ(lines, 5);
+  const CliRun again = flashcheck("check --subject cpu.naive --op bwd --dtype fp16 --cases 5 --no-corpus --json " + path);
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_TRUE(contains(again.output, "--overwrite")) << again.output;
+  EXPECT_EQ(flashcheck("check --subject cpu.naive --op bwd --dtype fp16 --cases 5 --no-corpus --overwrite --json " + path).exit_code, 0);
+  std::remove(path.c_str());
+}
+
+TEST(Cli, CheckRunsAnExplicitCase) {
+  const CliRun r = flashcheck("check --subject cpu.naive --op bwdbwd --case 'B=1 Hq=2 Hkv=1 Nq=5 Nk=9 d=4 dv=4 mask=causal_tl "
+                              "scale=0.5 inputs=outliers layout=bnhd policy=fp32 seed=3'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* what : {"dQ'", "dK'", "dV'", "ddO", "self-fd", "homogeneity", "additivity", "determinism"}) {
+    EXPECT_TRUE(contains(r.output, what)) << what;
+  }
 }
 
 }  // namespace

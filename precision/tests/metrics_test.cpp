@@ -158,6 +158,14 @@ TEST(Metrics, CosineOfZeroVectors) {
   EXPECT_EQ(compare_arrays(v, v, {Format::fp32, 0.0}).cosine, 1.0);
 }
 
+// Near a zero reference every error is a huge number of ULPs of the reference itself (the spacing
+// there is the smallest subnormal); with a floor the spacing is taken at the floor instead.
+TEST(Metrics, UlpsNearZeroAreCountedAtTheFloor) {
+  const std::vector<double> a{1e-7, 1.0}, r{0.0, 1.0};
+  EXPECT_EQ(compare_arrays(a, r, {Format::bf16, 0.0}).max_ulp, 1e-7 / std::ldexp(1.0, -133));
+  EXPECT_DOUBLE_EQ(compare_arrays(a, r, {Format::bf16, 0.5}).max_ulp, 1e-7 / std::ldexp(1.0, -8));  // bf16 spacing in [0.5, 1): 2^(-1-7)
+}
+
 TEST(Metrics, EmptyAndMismatchedArrays) {
   const std::vector<double> empty;
   const ErrorMetrics m = compare_arrays(empty, empty, {Format::fp32, 0.0});

@@ -1,0 +1,101 @@
+#include "gradcheck/case.hpp"
+
+#include <sstream>
+#include <stdexcept>
+
+namespace fc::gradcheck {
+
+std::string InputDistribution::to_string() const {
+  switch (kind) {
+    case Distribution::normal: {
+      std::ostringstream s;
+      s.precision(17);
+      s << "normal:" << sigma;
+      return s.str();
+    }
+    case Distribution::outliers: return "outliers";
+    case Distribution::onehot: return "onehot";
+    case Distribution::uniform: return "uniform";
+  }
+  return "?";
+}
+
+std::string_view name(Layout l) { return l == Layout::bhnd ? "bhnd" : "bnhd"; }
+
+std::string Case::to_string() const {
+  std::ostringstream s;
+  s.precision(17);
+  s << "B=" << shape.batch << " Hq=" << shape.heads_q << " Hkv=" << shape.heads_kv << " Nq=" << shape.seq_q << " Nk=" << shape.seq_k
+    << " d=" << shape.head_dim << " dv=" << shape.head_dim_v << " mask=" << kernels::name(mask) << " scale=" << scale
+    << " inputs=" << inputs.to_string() << " layout=" << name(layout) << " policy=" << policy.to_string() << " seed=" << seed;
+  return s.str();
+}
+
+namespace {
+
+int positive_int(const std::string& v) {
+  std::size_t used = 0;
+  const int x = std::stoi(v, &used);
+  if (used != v.size() || x < 1) throw std::invalid_argument("'" + v + "' is not a positive integer");
+  return x;
+}
+
+}  // namespace
+
+Case Case::parse(std::string_view text) {
+  Case c;
+  std::istringstream in{std::string(text)};
+  std::string token;
+  int fields = 0;
+  while (in >> token) {
+    const auto eq = token.find('=');
+    if (eq == std::string::npos) throw std::invalid_argument("case: '" + token + "' is not key=value");
+    const std::string key = token.substr(0, eq), value = token.substr(eq + 1);
+    try {
+      kernels::AttentionShape& s = c.shape;
+      if (key == "B") s.batch = positive_int(value);
+      else if (key == "Hq") s.heads_q = positive_int(value);
+      else if (key == "Hkv") s.heads_kv = positive_int(value);
+      else if (key == "Nq") s.seq_q = positive_int(value);
+      else if (key == "Nk") s.seq_k = positive_int(value);
+      else if (key == "d") s.head_dim = positive_int(value);
+      else if (key == "dv") s.head_dim_v = positive_int(value);
+      else if (key == "scale") c.scale = std::stod(value);
+      else if (key == "seed") c.seed = std::stoull(value);
+      else if (key == "policy") c.policy = PrecisionPolicy::parse(value);
+      else if (key == "mask") {
+        if (value == "none") c.mask = kernels::Mask::none;
+        else if (value == "causal_tl") c.mask = kernels::Mask::causal_top_left;
+        else if (value == "causal_br") c.mask = kernels::Mask::causal_bottom_right;
+        else throw std::invalid_argument("unknown mask '" + value + "' (none, causal_tl, causal_br)");
+      } else if (key == "layout") {
+        if (value == "bhnd") c.layout = Layout::bhnd;
+        else if (value == "bnhd") c.layout = Layout::bnhd;
+        else throw std::invalid_argument("unknown layout '" + value + "' (bhnd, bnhd)");
+      } else if (key == "inputs") {
+        if (value.rfind("normal:", 0) == 0) {
+          c.inputs = {Distribution::normal, std::stod(value.substr(7))};
+          if (!(c.inputs.sigma > 0)) throw std::invalid_argument("normal sigma must be > 0");
+        } else if (value == "outliers") c.inputs = {Distribution::outliers, 1.0};
+        else if (value == "onehot") c.inputs = {Distribution::onehot, 1.0};
+        else if (value == "uniform") c.inputs = {Distribution::uniform, 1.0};
+        else throw std::invalid_argument("unknown inputs '" + value + "' (normal:SIGMA, outliers, onehot, uniform)");
+      } else {
+        throw std::invalid_argument("unknown key");
+      }
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("case field '" + token + "': " + e.what());
+    } catch (const std::out_of_range&) {
+      throw std::invalid_argument("case field '" + token + "': out of range");
+    }
+    ++fields;
+  }
+  if (fields == 0) throw std::invalid_argument("case: empty");
+  if (c.shape.heads_q % c.shape.heads_kv != 0) {
+    throw std::invalid_argument("case: Hq = " + std::to_string(c.shape.heads_q) + " is not a multiple of Hkv = " +
+                                std::to_string(c.shape.heads_kv));
+  }
+  return c;
+}
+
+}  // namespace fc::gradcheck

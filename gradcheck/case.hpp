@@ -1,0 +1,48 @@
+// A Case: one attention problem the harness puts to a subject. Everything needed to reproduce it is
+// here: shapes, mask, softmax scale, precision policy, how inputs are drawn, the memory layout the
+// tensors are passed in, and the seed. Its text form (to_string / parse) is what failure reports,
+// reproduce commands and the regression corpus carry.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "kernels/attention_call.hpp"
+#include "precision/policy.hpp"
+
+namespace fc::gradcheck {
+
+// How the inputs Q, K, V are drawn (dO and the double backward's cotangents are always N(0, 1)):
+//   normal:  N(0, sigma^2)
+//   outliers: N(0, 1) + N(0, 100) x Bernoulli(0.001)   (a rare component of standard deviation 10)
+//   onehot:  Q, K scaled so the logits s q.k have standard deviation 16: the softmax is nearly one-hot
+//   uniform: Q, K scaled so the logits have standard deviation 0.01: the softmax is nearly uniform
+enum class Distribution { normal, outliers, onehot, uniform };
+struct InputDistribution {
+  Distribution kind = Distribution::normal;
+  double sigma = 1.0;  // normal only
+  std::string to_string() const;  // "normal:1", "outliers", "onehot", "uniform"
+};
+
+// Memory order of every [B, H, N, D] tensor passed to the subject: contiguous B, H, N, D, or
+// PyTorch's usual B, N, H, D (so a subject that ignores strides is caught).
+enum class Layout { bhnd, bnhd };
+std::string_view name(Layout l);
+
+struct Case {
+  kernels::AttentionShape shape;
+  kernels::Mask mask = kernels::Mask::none;
+  double scale = 1.0;
+  PrecisionPolicy policy;
+  InputDistribution inputs;
+  Layout layout = Layout::bhnd;
+  std::uint64_t seed = 0;
+
+  // "B=1 Hq=2 Hkv=1 Nq=3 Nk=5 d=4 dv=4 mask=causal_br scale=0.5 inputs=normal:1 layout=bhnd policy=bf16 seed=7"
+  std::string to_string() const;
+  // Throws std::invalid_argument naming the field at fault.
+  static Case parse(std::string_view text);
+};
+
+}  // namespace fc::gradcheck

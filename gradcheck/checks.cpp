@@ -1,0 +1,475 @@
+#include "gradcheck/checks.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "gradcheck/baseline.hpp"
+#include "gradcheck/inputs.hpp"
+#include "oracle/attention.hpp"
+#include "oracle/ladder.hpp"
+
+namespace fc::gradcheck {
+namespace {
+
+using kernels::Op;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+oracle::AttentionProblem to_problem(const Case& c) {
+  oracle::AttentionProblem p;
+  const auto& s = c.shape;
+  p.shape = {s.batch, s.heads_q, s.heads_kv, s.seq_q, s.seq_k, s.head_dim, s.head_dim_v};
+  p.mask = c.mask == kernels::Mask::none            ? oracle::Mask::none
+           : c.mask == kernels::Mask::causal_top_left ? oracle::Mask::causal_top_left
+                                                      : oracle::Mask::causal_bottom_right;
+  p.scale = c.scale;
+  return p;
+}
+
+// The outputs of one op, by name, in the order the report lists them.
+struct Outputs {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  const Tensor& at(const std::string& name) const {
+    for (const auto& [n, t] : tensors) {
+      if (n == name) return t;
+    }
+    throw std::logic_error("no output " + name);
+  }
+};
+
+// Calls the subject, allocating outputs in the policy's formats and the case's layout.
+class Caller {
+ public:
+  Caller(kernels::Subject& s, const Case& c) : subject_(s), c_(c) {}
+
+  Outputs fwd(const Tensor& q, const Tensor& k, const Tensor& v) {
+    kernels::AttentionCall call = base(q, k, v);
+    Outputs out;
+    out.tensors.emplace_back("O", Tensor(c_.policy.format(Role::o), o_shape(c_.shape), c_.layout));
+    if (subject_.info().returns_lse) out.tensors.emplace_back("L", Tensor(c_.policy.format(Role::stats), lse_shape(c_.shape), c_.layout));
+    call.out_o = out.at("O").view();
+    if (subject_.info().returns_lse) call.out_lse = out.at("L").view();
+    subject_.run(Op::fwd, call);
+    return out;
+  }
+
+  Outputs bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Outputs& f, const Tensor& dout) {
+    kernels::AttentionCall call = saved(base(q, k, v), f, dout);
+    Outputs out;
+    out.tensors.emplace_back("dQ", Tensor(c_.policy.format(Role::grad), q_shape(c_.shape), c_.layout));
+    out.tensors.emplace_back("dK", Tensor(c_.policy.format(Role::grad), k_shape(c_.shape), c_.layout));
+    out.tensors.emplace_back("dV", Tensor(c_.policy.format(Role::grad), v_shape(c_.shape), c_.layout));
+    call.dq = out.at("dQ").view(), call.dk = out.at("dK").view(), call.dv = out.at("dV").view();
+    subject_.run(Op::bwd, call);
+    return out;
+  }
+
+  Outputs bwdbwd(const Tensor& q, const Tensor& k, const Tensor& v, const Outputs& f, const Tensor& dout, const Tensor& ddq,
+                 const Tensor& ddk, const Tensor& ddv) {
+    kernels::AttentionCall call = saved(base(q, k, v), f, dout);
+    call.ddq = ddq.view(), call.ddk = ddk.view(), call.ddv = ddv.view();
+    Outputs out;
+    out.tensors.emplace_back("dQ'", Tensor(c_.policy.format(Role::grad), q_shape(c_.shape), c_.layout));
+    out.tensors.emplace_back("dK'", Tensor(c_.policy.format(Role::grad), k_shape(c_.shape), c_.layout));
+    out.tensors.emplace_back("dV'", Tensor(c_.policy.format(Role::grad), v_shape(c_.shape), c_.layout));
+    out.tensors.emplace_back("ddO", Tensor(c_.policy.format(Role::grad), o_shape(c_.shape), c_.layout));
+    call.dq2 = out.at("dQ'").view(), call.dk2 = out.at("dK'").view(), call.dv2 = out.at("dV'").view(), call.ddo = out.at("ddO").view();
+    subject_.run(Op::bwdbwd, call);
+    return out;
+  }
+
+ private:
+  kernels::AttentionCall base(const Tensor& q, const Tensor& k, const Tensor& v) const {
+    kernels::AttentionCall call;
+    call.shape = c_.shape, call.mask = c_.mask, call.scale = c_.scale, call.policy = c_.policy;
+    call.q = q.view(), call.k = k.view(), call.v = v.view();
+    return call;
+  }
+  kernels::AttentionCall saved(kernels::AttentionCall call, const Outputs& f, const Tensor& dout) const {
+    call.o = f.at("O").view();
+    if (subject_.info().returns_lse) call.lse = f.at("L").view();
+    call.dout = dout.view();
+    return call;
+  }
+  kernels::Subject& subject_;
+  const Case& c_;
+};
+
+// The oracle's outputs of an op in the order of Outputs, in type T.
+template <class T>
+std::vector<std::vector<T>> oracle_values(const oracle::AttentionProblem& p, const CaseInputs& in, Op op) {
+  const auto as = [](const Tensor& t) {
+    const std::vector<double> x = t.values();
+    return std::vector<T>(x.begin(), x.end());
+  };
+  const std::vector<T> q = as(in.q), k = as(in.k), v = as(in.v);
+  if (op == Op::fwd) {
+    auto f = oracle::attention_forward<T>(p, {q, k, v});
+    return {std::move(f.o), std::move(f.lse)};
+  }
+  const std::vector<T> dout = as(in.dout);
+  if (op == Op::bwd) {
+    auto g = oracle::attention_backward<T>(p, {q, k, v}, dout);
+    return {std::move(g.dq), std::move(g.dk), std::move(g.dv)};
+  }
+  const std::vector<T> ddq = as(in.ddq), ddk = as(in.ddk), ddv = as(in.ddv);
+  auto h = oracle::attention_double_backward<T>(p, {q, k, v}, dout, {ddq, ddk, ddv});
+  return {std::move(h.dq2), std::move(h.dk2), std::move(h.dv2), std::move(h.ddo)};
+}
+
+std::vector<std::vector<double>> baseline_values(const BaselineResult& b, Op op) {
+  if (op == Op::fwd) return {b.o, b.lse};
+  if (op == Op::bwd) return {b.dq, b.dk, b.dv};
+  return {b.dq2, b.dk2, b.dv2, b.ddo};
+}
+
+template <class T>
+TensorVerdict verdict(const std::string& name, Format format, const std::vector<double>& subject,
+                      const std::vector<double>& base, const std::vector<T>& reference, double magnitude,
+                      double noise_unit, const VerdictOptions& o) {
+  TensorVerdict v;
+  v.tensor = name;
+  v.format = format;
+  v.floor = o.floor_u * noise_unit * magnitude;
+  // Relative errors and ULPs are floored at the magnitude scale: near a zero reference they count
+  // against the size of the terms that cancelled, not against the (tiny) reference itself.
+  const MetricOptions m{format, magnitude};
+  v.subject = compare(std::span<const double>(subject), std::span<const T>(reference), m);
+  v.baseline = compare(std::span<const double>(base), std::span<const T>(reference), m);
+  const double es = v.subject.max_abs, eb = v.baseline.max_abs;
+  v.baseline_usable = std::isfinite(eb);
+  v.ratio = eb > 0 ? es / eb : (es > 0 ? kInf : 0.0);
+  if (v.baseline_usable) {
+    v.pass = es <= o.rho * eb + v.floor;
+  } else {  // the baseline broke down (overflow in t): judge the subject on finiteness alone
+    v.pass = v.subject.nonfinite_mismatch == 0;
+  }
+  return v;
+}
+
+std::string shortest(double x) {
+  std::ostringstream s;
+  s.precision(4);
+  s << x;
+  return s.str();
+}
+
+// --- oracle-free properties --------------------------------------------------------------------
+
+PropertyCheck determinism(const Outputs& a, const Outputs& b) {
+  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
+    if (!a.tensors[i].second.bitwise_equal(b.tensors[i].second)) {
+      return {"determinism", false, false, a.tensors[i].first + " differs between two identical calls"};
+    }
+  }
+  return {"determinism", true, false, "bitwise identical"};
+}
+
+PropertyCheck zero(const Outputs& out) {
+  for (const auto& [name, t] : out.tensors) {
+    for (double x : t.values()) {
+      if (x != 0) return {"zero", false, false, name + " has a nonzero entry (" + shortest(x) + ") for a zero cotangent"};
+    }
+  }
+  return {"zero", true, false, "all outputs exactly zero"};
+}
+
+PropertyCheck homogeneity(const Outputs& once, const Outputs& twice) {
+  // Either run: a value that underflows to 0 at x can be the smallest subnormal at 2x.
+  for (const Outputs* o : {&once, &twice}) {
+    for (const auto& [name, t] : o->tensors) {
+      if (t.has_subnormal_or_nonfinite()) return {"homogeneity", true, true, name + " has subnormal or non-finite entries"};
+    }
+  }
+  for (std::size_t i = 0; i < once.tensors.size(); ++i) {
+    const std::vector<double> a = once.tensors[i].second.values(), b = twice.tensors[i].second.values();
+    for (std::size_t j = 0; j < a.size(); ++j) {
+      if (b[j] != 2 * a[j]) {
+        return {"homogeneity", false, false,
+                once.tensors[i].first + "[" + std::to_string(j) + "]: " + shortest(b[j]) + " for twice the cotangent, not 2 x " +
+                    shortest(a[j])};
+      }
+    }
+  }
+  return {"homogeneity", true, false, "doubling the cotangent doubles every output exactly"};
+}
+
+// |g(c) - g(a) - g(b)| <= bound * (m_a + m_b + m_c) + underflow, elementwise, for each output. The
+// absolute term covers gradual underflow (softmax weights below the smallest normal keep an absolute,
+// not a relative, accuracy).
+PropertyCheck additivity(const Outputs& ga, const Outputs& gb, const Outputs& gc, const std::vector<std::vector<double>>& ma,
+                         const std::vector<std::vector<double>>& mb, const std::vector<std::vector<double>>& mc, double bound,
+                         double underflow) {
+  double worst = 0;
+  std::string where = "-";
+  for (std::size_t i = 0; i < ga.tensors.size(); ++i) {
+    const auto a = ga.tensors[i].second.values(), b = gb.tensors[i].second.values(), c = gc.tensors[i].second.values();
+    for (std::size_t j = 0; j < a.size(); ++j) {
+      const double mag = ma[i][j] + mb[i][j] + mc[i][j];
+      const double excess = std::fabs(c[j] - a[j] - b[j]) - underflow;
+      const double v = excess <= 0 ? 0.0 : (mag > 0 ? excess / mag : kInf);
+      if (!(v <= worst)) worst = v, where = ga.tensors[i].first + "[" + std::to_string(j) + "]";
+    }
+  }
+  const bool pass = worst <= bound;
+  return {"additivity", pass, false,
+          "max (|g(a+b) - g(a) - g(b)| - underflow) / magnitude = " + shortest(worst) + " (at " + where + "), bound " + shortest(bound)};
+}
+
+std::vector<std::vector<double>> magnitudes_of(const oracle::AttentionMagnitudes& m, Op op) {
+  if (op == Op::bwd) return {m.dq, m.dk, m.dv};
+  return {m.dq2, m.dk2, m.dv2, m.ddo};
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+double dot_abs(const std::vector<double>& m, const std::vector<double>& x) {
+  double s = 0;
+  for (std::size_t i = 0; i < m.size(); ++i) s += m[i] * std::fabs(x[i]);
+  return s;
+}
+
+Tensor like(const Tensor& t, const std::vector<double>& values, Layout layout) {
+  Tensor out(t.view().format, t.view().shape, layout);
+  out.assign(values);
+  return out;
+}
+
+std::vector<double> along(const std::vector<double>& x, double t, const std::vector<double>& a) {
+  std::vector<double> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = x[i] + t * a[i];
+  return out;
+}
+
+}  // namespace
+
+std::string CaseReport::summary() const {
+  std::ostringstream s;
+  if (!error.empty()) s << "  subject error: " << error << "\n";
+  if (!discarded.empty()) s << "  discarded: " << discarded << "\n";
+  for (const TensorVerdict& v : tensors) {
+    if (v.pass) continue;
+    s << "  " << v.tensor << " (" << name(v.format) << "): max error " << shortest(v.subject.max_abs) << " > rho "
+      << shortest(options.rho) << " x baseline " << shortest(v.baseline.max_abs) << " + floor " << shortest(v.floor)
+      << " (ratio " << shortest(v.ratio) << ", max ULP " << shortest(v.subject.max_ulp) << ", non-finite mismatches "
+      << v.subject.nonfinite_mismatch << ")\n";
+  }
+  for (const PropertyCheck& p : properties) {
+    if (!p.pass) s << "  " << p.name << ": " << p.detail << "\n";
+  }
+  return s.str();
+}
+
+CaseReport check_case(kernels::Subject& subject, const Case& c, Op op, const VerdictOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  CaseReport r;
+  r.c = c;
+  r.op = op;
+  r.oracle_type = oracle::oracle_type_for(c.policy);
+  r.options = options;
+  const auto finish = [&] {
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return r;
+  };
+  const kernels::SubjectInfo& info = subject.info();
+  const oracle::AttentionProblem problem = to_problem(c);
+  const CaseInputs in = make_inputs(c);
+  Caller call(subject, c);
+
+  // The op under test, on the case's inputs.
+  Outputs fwd, out;
+  try {
+    fwd = call.fwd(in.q, in.k, in.v);
+    out = op == Op::fwd ? fwd
+          : op == Op::bwd ? call.bwd(in.q, in.k, in.v, fwd, in.dout)
+                          : call.bwdbwd(in.q, in.k, in.v, fwd, in.dout, in.ddq, in.ddk, in.ddv);
+  } catch (const std::exception& e) {
+    r.error = e.what();
+    return finish();
+  }
+
+  // Against the oracle and the baseline. Each tensor's floor scales with the largest magnitude of the
+  // terms its entries are summed from (for L: the largest logit magnitude plus |L|).
+  const auto q = in.q.values(), k = in.k.values(), v = in.v.values(), dout = in.dout.values();
+  const auto ddq = in.ddq.values(), ddk = in.ddk.values(), ddv = in.ddv.values();
+  const oracle::AttentionMagnitudes mag = oracle::attention_magnitudes(problem, {q, k, v}, dout, {ddq, ddk, ddv});
+  const auto largest = [](const std::vector<double>& x) {
+    double m = 0;
+    for (double e : x) {
+      if (std::isfinite(e)) m = std::max(m, std::fabs(e));
+    }
+    return m;
+  };
+  const BaselineResult base = baseline(c, in, op);
+  const auto base_values = baseline_values(base, op);
+  std::vector<double> scales;
+  if (op == Op::fwd) {
+    scales = {largest(mag.o), mag.logit_max + largest(base.lse)};
+  } else {
+    for (const auto& m : magnitudes_of(mag, op)) scales.push_back(largest(m));
+  }
+  const auto& sh = c.shape;
+  const double chain = sh.head_dim + sh.head_dim_v + sh.seq_k + static_cast<double>(sh.heads_q / sh.heads_kv) * sh.seq_q;
+  // u_t + u_acc (sqrt(L) + A): one rounding of a reused intermediate to the storage format, plus
+  // summation-order noise and a softmax re-derived from a rounded log-sum-exp, A = 1 + the largest
+  // logit magnitude (see checks.hpp).
+  const double noise_unit = unit_roundoff(c.policy.format(Role::q)) +
+                            unit_roundoff(c.policy.accumulate) * (std::sqrt(chain) + 1 + mag.logit_max);
+  const auto judge = [&](const auto& reference) {
+    for (std::size_t i = 0; i < out.tensors.size(); ++i) {  // a reference beyond the format's range: no verdict
+      const double max_finite = format_info(out.tensors[i].second.view().format).max_finite();
+      for (const auto& x : reference[i]) {
+        if (std::isfinite(static_cast<double>(x)) && std::fabs(static_cast<double>(x)) > max_finite) {
+          r.discarded = "the exact " + out.tensors[i].first + " (" + shortest(static_cast<double>(x)) + ") is outside " +
+                        std::string(name(out.tensors[i].second.view().format)) + "'s range";
+          return;
+        }
+      }
+    }
+    for (std::size_t i = 0; i < out.tensors.size(); ++i) {
+      const auto& [name, tensor] = out.tensors[i];
+      r.tensors.push_back(verdict(name, tensor.view().format, tensor.values(), base_values[i], reference[i], scales[i],
+                                  noise_unit, options));
+    }
+  };
+  if (r.oracle_type == oracle::OracleType::fp64) {
+    judge(oracle_values<double>(problem, in, op));
+  } else {
+    judge(oracle_values<oracle::quad>(problem, in, op));
+  }
+  if (!r.discarded.empty()) {
+    r.pass = true;  // no verdict either way; runs count it as discarded, not passed
+    return finish();
+  }
+
+  // Oracle-free properties. Each re-runs the subject; a subject error in any of them is a failure.
+  try {
+    if (info.deterministic) {
+      const Outputs again = op == Op::fwd ? call.fwd(in.q, in.k, in.v)
+                            : op == Op::bwd ? call.bwd(in.q, in.k, in.v, fwd, in.dout)
+                                            : call.bwdbwd(in.q, in.k, in.v, fwd, in.dout, in.ddq, in.ddk, in.ddv);
+      r.properties.push_back(determinism(out, again));
+    }
+    if (op != Op::fwd) {
+      const auto scaled = [&](const Tensor& t, double factor) {
+        std::vector<double> x = t.values();
+        for (double& e : x) e *= factor;
+        return like(t, x, c.layout);
+      };
+      // The op as a function of its cotangent (dO for bwd; ddQ, ddK, ddV for bwdbwd).
+      const auto with_cotangent = [&](const Tensor* a, const Tensor* b, const Tensor* cc) {
+        return op == Op::bwd ? call.bwd(in.q, in.k, in.v, fwd, *a) : call.bwdbwd(in.q, in.k, in.v, fwd, in.dout, *a, *b, *cc);
+      };
+      {  // zero
+        const Tensor z1 = scaled(op == Op::bwd ? in.dout : in.ddq, 0.0), z2 = scaled(in.ddk, 0.0), z3 = scaled(in.ddv, 0.0);
+        r.properties.push_back(zero(with_cotangent(&z1, &z2, &z3)));
+      }
+      const double max_finite = format_info(c.policy.format(Role::dout)).max_finite();
+      double cot_max = 0;
+      for (const Tensor* t : op == Op::bwd ? std::vector<const Tensor*>{&in.dout} : std::vector<const Tensor*>{&in.ddq, &in.ddk, &in.ddv}) {
+        for (double x : t->values()) cot_max = std::max(cot_max, std::fabs(x));
+      }
+      if (2 * cot_max <= max_finite) {  // homogeneity
+        const Tensor t1 = scaled(op == Op::bwd ? in.dout : in.ddq, 2.0), t2 = scaled(in.ddk, 2.0), t3 = scaled(in.ddv, 2.0);
+        r.properties.push_back(homogeneity(out, with_cotangent(&t1, &t2, &t3)));
+      } else {
+        r.properties.push_back({"homogeneity", true, true, "twice the cotangent would overflow"});
+      }
+      const double n_len = c.shape.head_dim + c.shape.head_dim_v + c.shape.seq_q + c.shape.seq_k + 8;
+      const double amp = 1 + mag.logit_max;
+      const double u_t = unit_roundoff(c.policy.format(Role::q));
+      {  // additivity: a = the case's cotangent, b an independent one, c = round(a + b)
+        const std::uint64_t seed = c.seed;
+        const auto add = [&](const Tensor& a, std::uint32_t stream) {
+          const auto x = a.values();
+          const auto b = standard_normal(seed, stream, x.size());
+          std::vector<double> sum(x.size());
+          for (std::size_t i = 0; i < x.size(); ++i) sum[i] = x[i] + b[i];
+          return std::pair{like(a, b, c.layout), like(a, sum, c.layout)};
+        };
+        const double bound = (op == Op::bwd ? 8 : 16) * n_len * amp * u_t;
+        const double underflow = 8 * n_len * std::max(format_info(c.policy.format(Role::grad)).min_subnormal(),
+                                                      format_info(c.policy.accumulate).min_subnormal());
+        if (op == Op::bwd) {
+          const auto [b, sum] = add(in.dout, 263);
+          const auto m_a = magnitudes_of(mag, op);
+          const auto m_b = magnitudes_of(oracle::attention_magnitudes(problem, {q, k, v}, b.values(), {ddq, ddk, ddv}), op);
+          const auto m_c = magnitudes_of(oracle::attention_magnitudes(problem, {q, k, v}, sum.values(), {ddq, ddk, ddv}), op);
+          r.properties.push_back(additivity(out, with_cotangent(&b, nullptr, nullptr), with_cotangent(&sum, nullptr, nullptr), m_a, m_b, m_c, bound, underflow));
+        } else {
+          const auto [bq, sq] = add(in.ddq, 264);
+          const auto [bk, sk] = add(in.ddk, 265);
+          const auto [bv, sv] = add(in.ddv, 266);
+          const auto m_a = magnitudes_of(mag, op);
+          const auto m_b = magnitudes_of(oracle::attention_magnitudes(problem, {q, k, v}, dout, {bq.values(), bk.values(), bv.values()}), op);
+          const auto m_c = magnitudes_of(oracle::attention_magnitudes(problem, {q, k, v}, dout, {sq.values(), sk.values(), sv.values()}), op);
+          r.properties.push_back(additivity(out, with_cotangent(&bq, &bk, &bv), with_cotangent(&sq, &sk, &sv), m_a, m_b, m_c, bound, underflow));
+        }
+      }
+      const Format storage = c.policy.format(Role::q);
+      if (storage == Format::fp32 || storage == Format::fp64) {  // self-fd
+        // phi(x) = <cotangent, F(x)> for F the op's own primal (fwd for bwd, bwd for bwdbwd), along a
+        // direction a; central difference phi(x + t a) - phi(x - t a) against <g(x), x+ - x-> with
+        // x+- the realised (rounded) points. Errors, per unit t: truncation t^2 rate^2 M1 / 6,
+        // evaluation C_f u M_phi / t, the gradient's own C_g u M1; t balances the first two.
+        const double u = unit_roundoff(storage);
+        const double c_f = (op == Op::bwd ? 4 : 8) * n_len * amp, c_g = (op == Op::bwd ? 8 : 16) * n_len * amp;
+        const auto aq = standard_normal(c.seed, 270, q.size()), ak = standard_normal(c.seed, 271, k.size());
+        const auto av = standard_normal(c.seed, 272, v.size()), ado = standard_normal(c.seed, 273, dout.size());
+        const double rate = 1 + oracle::attention_logit_rate(problem, q, k, aq, ak);
+        double m1, m_phi;
+        if (op == Op::bwd) {
+          m1 = dot_abs(mag.dq, aq) + dot_abs(mag.dk, ak) + dot_abs(mag.dv, av);
+          std::vector<double> abs_dout(dout.size());
+          for (std::size_t i = 0; i < dout.size(); ++i) abs_dout[i] = std::fabs(dout[i]);
+          m_phi = dot(abs_dout, mag.o);
+        } else {
+          m1 = dot_abs(mag.dq2, aq) + dot_abs(mag.dk2, ak) + dot_abs(mag.dv2, av) + dot_abs(mag.ddo, ado);
+          m_phi = dot_abs(mag.dq, ddq) + dot_abs(mag.dk, ddk) + dot_abs(mag.dv, ddv);
+        }
+        if (m1 > 0) {
+          const double t = std::cbrt(3 * c_f * u * m_phi / (rate * rate * m1));
+          const auto phi = [&](double sign) {
+            const Tensor qs = like(in.q, along(q, sign * t, aq), c.layout), ks = like(in.k, along(k, sign * t, ak), c.layout),
+                         vs = like(in.v, along(v, sign * t, av), c.layout);
+            const Outputs f = call.fwd(qs, ks, vs);
+            if (op == Op::bwd) return std::pair{dot(dout, f.at("O").values()), std::vector<Tensor>{qs, ks, vs}};
+            const Tensor dos = like(in.dout, along(dout, sign * t, ado), c.layout);
+            const Outputs g = call.bwd(qs, ks, vs, f, dos);
+            return std::pair{dot(ddq, g.at("dQ").values()) + dot(ddk, g.at("dK").values()) + dot(ddv, g.at("dV").values()),
+                             std::vector<Tensor>{qs, ks, vs, dos}};
+          };
+          const auto [plus, xp] = phi(1.0);
+          const auto [minus, xm] = phi(-1.0);
+          double analytic = 0;
+          for (std::size_t i = 0; i < xp.size(); ++i) {
+            const auto p1 = xp[i].values(), m1v = xm[i].values(), g = out.tensors[i].second.values();
+            for (std::size_t j = 0; j < g.size(); ++j) analytic += g[j] * (p1[j] - m1v[j]);
+          }
+          const double per_t = std::fabs((plus - minus) - analytic) / (2 * t);
+          const double tolerance = 4 * (t * t * rate * rate * m1 / 6 + c_f * u * m_phi / t + c_g * u * m1);
+          r.properties.push_back({"self-fd", per_t <= tolerance, false,
+                                  "|central difference - <g, dx>| / 2t = " + shortest(per_t / m1) + " of the derivative's magnitude, tolerance " +
+                                      shortest(tolerance / m1) + " (step " + shortest(t) + ")"});
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    r.error = std::string("during the property checks: ") + e.what();
+  }
+
+  r.pass = r.error.empty();
+  for (const TensorVerdict& v : r.tensors) {
+    r.pass = r.pass && v.pass;
+    r.worst_ratio = std::max(r.worst_ratio, v.ratio);
+    r.worst_ulp = std::max(r.worst_ulp, v.subject.max_ulp);
+  }
+  for (const PropertyCheck& p : r.properties) r.pass = r.pass && p.pass;
+  return finish();
+}
+
+}  // namespace fc::gradcheck

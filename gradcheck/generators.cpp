@@ -1,0 +1,58 @@
+#include "gradcheck/generators.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace fc::gradcheck {
+rc::Gen<int> sequence_lengths(int max_len) {
+  std::vector<int> stress;
+  for (int n : {1, 2, 3, 5, 7, 13, 17, 31, 33, 47, 63, 65, 97, 127, 129, 131, 191, 255, 257}) {
+    if (n <= max_len) stress.push_back(n);
+  }
+  return rc::gen::oneOf(rc::gen::inRange(1, std::min(max_len, 20) + 1), rc::gen::elementOf(stress));
+}
+
+rc::Gen<Case> case_generator(const kernels::SubjectInfo& info, const PrecisionPolicy& policy, const GeneratorLimits& limits) {
+  const int max_seq = info.max_seq > 0 ? std::min(info.max_seq, limits.max_seq) : limits.max_seq;
+  std::vector<int> dims = info.head_dims;
+  if (dims.empty()) {
+    for (int d = 1; d <= std::min(info.max_head_dim, limits.max_head_dim); ++d) {
+      if (d <= 16 || d == 32 || d == 64 || d == 96 || d == 128 || d == 256) dims.push_back(d);
+    }
+  } else {
+    dims.erase(std::remove_if(dims.begin(), dims.end(), [&](int d) { return d > limits.max_head_dim; }), dims.end());
+    if (dims.empty()) dims = {*std::min_element(info.head_dims.begin(), info.head_dims.end())};
+  }
+  std::vector<kernels::Mask> masks = info.masks;
+  std::sort(masks.begin(), masks.end());  // none first: shrinks to no mask
+  const bool gqa = info.gqa, separate_dv = info.separate_dv;
+  return rc::gen::exec([=] {
+    Case c;
+    c.policy = policy;
+    c.shape.batch = *rc::gen::inRange(1, 3);
+    c.shape.heads_kv = *rc::gen::inRange(1, 3);
+    c.shape.heads_q = c.shape.heads_kv * (gqa ? *rc::gen::inRange(1, 4) : 1);
+    c.shape.seq_q = *sequence_lengths(max_seq);
+    c.shape.seq_k = *sequence_lengths(max_seq);
+    c.shape.head_dim = *rc::gen::elementOf(dims);
+    c.shape.head_dim_v = separate_dv && *rc::gen::inRange(0, 4) == 3 ? *rc::gen::elementOf(dims) : c.shape.head_dim;
+    c.mask = *rc::gen::elementOf(masks);
+    c.scale = *rc::gen::element(1.0, 0.5, 2.0, 0.125) / std::sqrt(static_cast<double>(c.shape.head_dim));
+    c.inputs = *rc::gen::weightedElement<InputDistribution>({{6, {Distribution::normal, 1.0}},
+                                                               {1, {Distribution::outliers, 1.0}},
+                                                               {1, {Distribution::onehot, 1.0}},
+                                                               {1, {Distribution::uniform, 1.0}},
+                                                               {1, {Distribution::normal, 100.0}}});
+    c.layout = *rc::gen::element(Layout::bhnd, Layout::bnhd);
+    c.seed = *rc::gen::arbitrary<std::uint64_t>();
+    return c;
+  });
+}
+
+int case_size(int index, int cases) {
+  const int ramp = std::max(1, cases / 5);
+  return std::min(100, index * 100 / ramp);
+}
+
+}  // namespace fc::gradcheck

@@ -1,0 +1,120 @@
+// The one public description of a call to an attention kernel ("subject"): shapes, mask, softmax
+// scale, precision policy, and strided typed tensors, inputs and outputs. Every backend (CPU, CUDA,
+// libtorch, a user's plugin) receives this, and declares what it supports in a SubjectInfo.
+//
+// Tensors are 4-dimensional logical views [B, H, N, D] with element strides, so callers may pass
+// layouts other than contiguous [B, H, N, D] (PyTorch's [B, N, H, D] memory order, for one). Row
+// statistics (L) are [B, H, N, 1]. Element (b, h, n, c) lives at data + b*s0 + h*s1 + n*s2 + c*s3 in
+// units of the tensor's format.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "precision/format.hpp"
+#include "precision/policy.hpp"
+
+namespace fc::kernels {
+
+enum class Op { fwd, bwd, bwdbwd };
+std::string_view name(Op op);  // "fwd", "bwd", "bwdbwd"
+
+// (i, j) visible: none always; causal_top_left iff j <= i; causal_bottom_right iff
+// j <= i + (Nk - Nq). A row with no visible key has O = 0, L = -inf, no gradient (EQUATIONS.md 1).
+enum class Mask { none, causal_top_left, causal_bottom_right };
+std::string_view name(Mask m);  // "none", "causal_tl", "causal_br"
+
+inline bool visible(Mask m, int i, int j, int nq, int nk) {
+  switch (m) {
+    case Mask::none: return true;
+    case Mask::causal_top_left: return j <= i;
+    case Mask::causal_bottom_right: return j <= i + (nk - nq);
+  }
+  return false;
+}
+
+enum class Family { attention, attnres };
+std::string_view name(Family f);
+
+struct AttentionShape {
+  int batch = 1, heads_q = 1, heads_kv = 1, seq_q = 1, seq_k = 1, head_dim = 1, head_dim_v = 1;
+};
+
+struct TensorView {
+  void* data = nullptr;
+  Format format = Format::fp32;
+  std::array<std::int64_t, 4> shape{};    // logical [B, H, N, D]
+  std::array<std::int64_t, 4> strides{};  // elements
+
+  bool empty() const { return data == nullptr; }
+  std::int64_t offset(std::int64_t b, std::int64_t h, std::int64_t n, std::int64_t c) const {
+    return b * strides[0] + h * strides[1] + n * strides[2] + c * strides[3];
+  }
+  std::int64_t elements() const { return shape[0] * shape[1] * shape[2] * shape[3]; }
+};
+
+// A contiguous [B, H, N, D] view of `data`.
+TensorView contiguous_view(void* data, Format format, std::array<std::int64_t, 4> shape);
+
+// One call. Inputs are read, outputs written; which ones an op uses:
+//   fwd:    q, k, v                                  -> out_o, out_lse (if the subject returns L)
+//   bwd:    q, k, v, o, lse (its own fwd's), dout     -> dq, dk, dv
+//   bwdbwd: q, k, v, o, lse, dout, ddq, ddk, ddv      -> dq2, dk2, dv2, ddo
+// Outputs are preallocated by the caller in the policy's formats. dK, dV (and dK', dV') are summed
+// over each kv head's group of query heads.
+struct AttentionCall {
+  AttentionShape shape;
+  Mask mask = Mask::none;
+  double scale = 1.0;
+  PrecisionPolicy policy;
+  TensorView q, k, v, o, lse, dout, ddq, ddk, ddv;
+  TensorView out_o, out_lse, dq, dk, dv, dq2, dk2, dv2, ddo;
+};
+
+// What a subject supports; the harness generates cases only within it.
+struct SubjectInfo {
+  std::string name;  // backend.family[.variant], e.g. "cpu.naive", "cuda.fa2", "plugin.mine"
+  std::string description;
+  Family family = Family::attention;
+  std::vector<Op> ops;
+  std::vector<Format> formats;  // storage formats (the policy's base format) it accepts
+  std::vector<int> head_dims;   // empty: any d in [1, max_head_dim]
+  int max_head_dim = 256;
+  int max_seq = 0;              // 0: unbounded
+  std::vector<Mask> masks;
+  bool gqa = true;              // Hq a multiple of Hkv > 1
+  bool separate_dv = true;      // dv may differ from d
+  bool returns_lse = true;
+  bool stochastic_rounding = false;  // honours round=sr in the policy
+  bool deterministic = true;    // bitwise identical results for identical calls
+
+  bool supports(Op op) const;
+  bool supports(Format f) const;
+  bool supports(Mask m) const;
+  bool supports_head_dim(int d) const;
+};
+
+// An error a subject reports for a call it cannot or will not run (unsupported head dim, shapes that
+// do not match, non-finite inputs, a failed launch, out of memory): its message names the problem.
+struct SubjectError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Subject {
+ public:
+  virtual ~Subject() = default;
+  virtual const SubjectInfo& info() const = 0;
+  // Throws SubjectError (or std::invalid_argument) with a clear message; never returns a wrong answer
+  // for an input it did not reject.
+  virtual void run(Op op, const AttentionCall& call) = 0;
+};
+
+// Checks a call against the subject's declared limits and the shapes of its tensors; throws
+// SubjectError naming the first problem. Backends call it first.
+void validate_call(const SubjectInfo& info, Op op, const AttentionCall& call);
+
+}  // namespace fc::kernels

@@ -1,0 +1,13 @@
+#include "kernels/builtin_subjects.hpp"
+
+#include "kernels/cpu/naive_attention.hpp"
+
+namespace fc::kernels {
+
+std::vector<std::unique_ptr<Subject>> make_builtin_subjects() {
+  std::vector<std::unique_ptr<Subject>> subjects;
+  subjects.push_back(make_cpu_naive());
+  return subjects;
+}
+
+}  // namespace fc::kernels

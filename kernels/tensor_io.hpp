@@ -1,0 +1,28 @@
+// Reading and writing strided, typed tensors (TensorView) from contiguous arrays: what a CPU backend
+// or the harness does at the boundary of a call. Element indices for stochastic rounding are linear
+// indices of the logical [B, H, N, D] tensor, so the memory layout never changes the random bits.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/attention_call.hpp"
+#include "precision/philox.hpp"
+#include "precision/rounding.hpp"
+
+namespace fc::kernels {
+
+// Contiguous [B, H, N, D] copy. Widening to double is exact for every format; to float it is exact
+// for fp32 and narrower, and rounds fp64 to nearest.
+std::vector<double> read_as_double(const TensorView& t);
+std::vector<float> read_as_float(const TensorView& t);
+
+// Stores contiguous values into t, rounding to t's format with `mode` (words from `stream` for SR).
+void write_from(const TensorView& t, std::span<const double> values, Rounding mode, RandomStream stream = {});
+void write_from(const TensorView& t, std::span<const float> values, Rounding mode, RandomStream stream = {});
+
+// Throws SubjectError("<who>: <what> contains a non-finite value at [b, h, n, c]") if it does.
+void require_finite(const TensorView& t, const std::string& who, const std::string& what);
+
+}  // namespace fc::kernels
