@@ -7,7 +7,8 @@
 // with u_t and u_acc the unit roundoffs of the policy's storage format (Q's) and accumulation format,
 // L the length of the longest chain of summed terms (d + dv + Nk + (Hq/Hkv) Nq), A = 1 + the largest
 // logit magnitude |s| sum_c |q k|, and M the largest magnitude of the terms X's entries are summed
-// from (oracle::attention_magnitudes; for L the largest logit magnitude plus |L|). It is the rounding
+// from (oracle::attention_magnitudes; for L: 1 + the largest logit magnitude + |L|, since an absolute
+// error of L is a relative error of every P = exp(S - L), itself stored with error u_t). It is the rounding
 // noise a correct implementation may make that a plain one need not:
 //   - storing an intermediate it reuses in the storage format (O for D = rowsum(dO o O), P before
 //     P V on tensor cores, dS before dS K): one rounding, u_t of that intermediate, reaching the
@@ -27,9 +28,9 @@
 // Oracle-free properties (named in PropertyCheck):
 //   determinism   two identical calls give bitwise identical outputs (subjects that claim it)
 //   zero          a zero cotangent (dO, or ddQ, ddK, ddV) gives exactly zero outputs
-//   homogeneity   doubling the cotangent doubles every output exactly: scaling by 2 commutes with
-//                 every rounding, so any difference is a bug (skipped where an output is subnormal
-//                 or non-finite, where that need not hold)
+//   homogeneity   doubling the cotangent doubles every output: scaling by 2 commutes with every
+//                 rounding except of subnormals, so outputs must agree within 2 ULPs (and the error of
+//                 intermediates that fell below the smallest normal, see checks.cpp)
 //   additivity    g(round(a + b)) - g(a) - g(b) within 8 n A u_t of the summed terms' magnitude (the
 //                 rounding of three evaluations and of the input a + b; n = d + dv + Nq + Nk + 8, A = 1 +
 //                 the largest logit magnitude), plus 8 n smallest subnormals for gradual underflow
@@ -59,7 +60,7 @@ struct TensorVerdict {
   ErrorMetrics subject;   // subject vs oracle
   ErrorMetrics baseline;  // baseline vs oracle
   double floor = 0;
-  double ratio = 0;       // subject.max_abs / baseline.max_abs (0 if both are 0, +Inf if only the baseline is)
+  double ratio = 0;       // subject.max_abs / max(baseline.max_abs, floor)
   bool baseline_usable = true;  // false when the baseline itself broke down (non-finite)
   bool pass = false;
 };

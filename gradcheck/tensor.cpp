@@ -30,10 +30,9 @@ bool Tensor::bitwise_equal(const Tensor& other) const {
          std::memcmp(bytes_.data(), other.bytes_.data(), bytes_.size()) == 0;
 }
 
-bool Tensor::has_subnormal_or_nonfinite() const {
-  const double min_normal = format_info(view_.format).min_normal();
+bool Tensor::has_nonfinite() const {
   for (double x : values()) {
-    if (!std::isfinite(x) || (x != 0 && std::fabs(x) < min_normal)) return true;
+    if (!std::isfinite(x)) return true;
   }
   return false;
 }

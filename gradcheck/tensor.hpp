@@ -39,9 +39,7 @@ class Tensor {
   std::vector<double> values() const;             // contiguous logical order, exact
   void assign(std::span<const double> values);    // rounds each to the format (round to nearest even)
   bool bitwise_equal(const Tensor& other) const;  // same bits in every element
-  // Any element's magnitude below the format's smallest normal (but not zero), or non-finite: where
-  // scaling by 2 need not commute with rounding.
-  bool has_subnormal_or_nonfinite() const;
+  bool has_nonfinite() const;
 
  private:
   std::vector<std::byte> bytes_;

@@ -29,6 +29,10 @@ TensorView contiguous_view(void* data, Format format, std::array<std::int64_t, 4
   return {data, format, shape, {shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1}};
 }
 
+void Subject::set_option(const std::string& name, const std::string&) {
+  throw SubjectError(info().name + ": no option '" + name + "'" + (info().options.empty() ? " (it has none)" : ""));
+}
+
 bool SubjectInfo::supports(Op op) const { return std::find(ops.begin(), ops.end(), op) != ops.end(); }
 bool SubjectInfo::supports(Format f) const { return std::find(formats.begin(), formats.end(), f) != formats.end(); }
 bool SubjectInfo::supports(Mask m) const { return std::find(masks.begin(), masks.end(), m) != masks.end(); }

@@ -75,6 +75,19 @@ struct AttentionCall {
   TensorView out_o, out_lse, dq, dk, dv, dq2, dk2, dv2, ddo;
 };
 
+// A tunable parameter of a subject (a tile size, a rescale threshold), set by name before calls.
+struct SubjectOption {
+  std::string name;
+  std::string value;  // the current value, as text
+  std::string description;
+};
+
+// A quantity a subject measured during its last call (FA4's rescale count, say).
+struct Counter {
+  std::string name;
+  double value = 0;
+};
+
 // What a subject supports; the harness generates cases only within it.
 struct SubjectInfo {
   std::string name;  // backend.family[.variant], e.g. "cpu.naive", "cuda.fa2", "plugin.mine"
@@ -91,6 +104,7 @@ struct SubjectInfo {
   bool returns_lse = true;
   bool stochastic_rounding = false;  // honours round=sr in the policy
   bool deterministic = true;    // bitwise identical results for identical calls
+  std::vector<SubjectOption> options;  // current values
 
   bool supports(Op op) const;
   bool supports(Format f) const;
@@ -111,6 +125,11 @@ class Subject {
   // Throws SubjectError (or std::invalid_argument) with a clear message; never returns a wrong answer
   // for an input it did not reject.
   virtual void run(Op op, const AttentionCall& call) = 0;
+  // Sets a declared option (info().options then shows the new value); throws SubjectError for an
+  // unknown name or a bad value.
+  virtual void set_option(const std::string& name, const std::string& value);
+  // What the last call measured (empty for most subjects).
+  virtual std::vector<Counter> counters() const { return {}; }
 };
 
 // Checks a call against the subject's declared limits and the shapes of its tensors; throws

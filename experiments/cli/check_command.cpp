@@ -127,6 +127,8 @@ int run(const CheckRequest& req) {
               "against the oracle\n", req.rho, req.floor_u);
   std::printf("%-7s %-28s %-6s %6s %7s %9s %15s %10s %8s\n", "op", "policy", "oracle", "cases", "passed", "discarded",
               "worst err/base", "worst ULP", "cases/s");
+  std::printf("(err/base: the subject's max error over max(the baseline's, the floor); worst ULP: in the output's format, at the "
+              "scale of the summed terms)\n");
   std::vector<std::string> failures;
   int total = 0, passed = 0, discarded = 0;
   double seconds = 0;

@@ -1,0 +1,32 @@
+// Rounding an intermediate to the storage format, as tensor-core kernels do before a matrix
+// product (P before P V, dS before dS K): the operand the hardware sees. Round to nearest even, the
+// conversion instructions' mode. An identity when the format is as wide as the accumulator.
+#pragma once
+
+#include <cstddef>
+
+#include "precision/format.hpp"
+#include "precision/half.hpp"
+#include "precision/rounding.hpp"
+
+namespace fc::kernels::cpu {
+
+template <class A>
+inline void round_to_storage(A* x, std::size_t n, Format f) {
+  switch (f) {
+    case Format::bf16:
+      for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<A>(to_float(round_to<bf16>(x[i], Rounding::nearest_even)));
+      return;
+    case Format::fp16:
+      for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<A>(to_float(round_to<fp16>(x[i], Rounding::nearest_even)));
+      return;
+    case Format::fp32:
+      if constexpr (sizeof(A) > sizeof(float)) {
+        for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<A>(static_cast<float>(x[i]));
+      }
+      return;
+    case Format::fp64: return;
+  }
+}
+
+}  // namespace fc::kernels::cpu
