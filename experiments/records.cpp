@@ -80,7 +80,9 @@ nlohmann::json check_record(const gradcheck::CaseReport& r, const std::string& s
   j["oracle"] = std::string(oracle::name(r.oracle_type));
   j["rho"] = r.options.rho;
   j["floor_u"] = r.options.floor_u;
-  j["verdict"] = r.pass ? "pass" : "fail";
+  j["verdict"] = !r.discarded.empty() ? "discarded" : r.pass ? "pass" : "fail";
+  if (!r.discarded.empty()) j["discarded"] = r.discarded;
+  j["weak_tensors"] = r.weak_tensors;
   j["worst_ratio"] = number(r.worst_ratio);
   j["worst_ulp"] = number(r.worst_ulp);
   j["seconds"] = r.seconds;
@@ -88,7 +90,8 @@ nlohmann::json check_record(const gradcheck::CaseReport& r, const std::string& s
   nlohmann::json tensors = nlohmann::json::object();
   for (const gradcheck::TensorVerdict& v : r.tensors) {
     tensors[v.tensor] = {{"format", std::string(name(v.format))}, {"subject", metrics(v.subject)}, {"baseline", metrics(v.baseline)},
-                         {"floor", number(v.floor)}, {"ratio", number(v.ratio)}, {"baseline_usable", v.baseline_usable}, {"pass", v.pass}};
+                         {"floor", number(v.floor)}, {"ratio", number(v.ratio)}, {"baseline_usable", v.baseline_usable},
+                         {"discriminating", v.discriminating}, {"pass", v.pass}};
   }
   j["tensors"] = tensors;
   nlohmann::json properties = nlohmann::json::array();

@@ -1,5 +1,7 @@
 #include "gradcheck/case.hpp"
 
+#include <cmath>
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 
@@ -40,6 +42,22 @@ int positive_int(const std::string& v) {
   return x;
 }
 
+// The whole token, finite ("0.5x", "inf", "nan" are refused).
+double finite_double(const std::string& v) {
+  std::size_t used = 0;
+  const double x = std::stod(v, &used);
+  if (used != v.size() || !std::isfinite(x)) throw std::invalid_argument("'" + v + "' is not a finite number");
+  return x;
+}
+
+// Digits only: std::stoull would take "-1" as 2^64 - 1.
+std::uint64_t unsigned_int(const std::string& v) {
+  if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos) {
+    throw std::invalid_argument("'" + v + "' is not a non-negative integer");
+  }
+  return std::stoull(v);
+}
+
 }  // namespace
 
 Case Case::parse(std::string_view text) {
@@ -60,8 +78,8 @@ Case Case::parse(std::string_view text) {
       else if (key == "Nk") s.seq_k = positive_int(value);
       else if (key == "d") s.head_dim = positive_int(value);
       else if (key == "dv") s.head_dim_v = positive_int(value);
-      else if (key == "scale") c.scale = std::stod(value);
-      else if (key == "seed") c.seed = std::stoull(value);
+      else if (key == "scale") c.scale = finite_double(value);
+      else if (key == "seed") c.seed = unsigned_int(value);
       else if (key == "policy") c.policy = PrecisionPolicy::parse(value);
       else if (key == "mask") {
         if (value == "none") c.mask = kernels::Mask::none;
@@ -74,7 +92,7 @@ Case Case::parse(std::string_view text) {
         else throw std::invalid_argument("unknown layout '" + value + "' (bhnd, bnhd)");
       } else if (key == "inputs") {
         if (value.rfind("normal:", 0) == 0) {
-          c.inputs = {Distribution::normal, std::stod(value.substr(7))};
+          c.inputs = {Distribution::normal, finite_double(value.substr(7))};
           if (!(c.inputs.sigma > 0)) throw std::invalid_argument("normal sigma must be > 0");
         } else if (value == "outliers") c.inputs = {Distribution::outliers, 1.0};
         else if (value == "onehot") c.inputs = {Distribution::onehot, 1.0};

@@ -36,6 +36,9 @@ struct Outputs {
     }
     throw std::logic_error("no output " + name);
   }
+  void poison() {
+    for (auto& [n, t] : tensors) t.poison();
+  }
 };
 
 // Calls the subject, allocating outputs in the policy's formats and the case's layout.
@@ -48,6 +51,7 @@ class Caller {
     Outputs out;
     out.tensors.emplace_back("O", Tensor(c_.policy.format(Role::o), o_shape(c_.shape), c_.layout));
     if (subject_.info().returns_lse) out.tensors.emplace_back("L", Tensor(c_.policy.format(Role::stats), lse_shape(c_.shape), c_.layout));
+    out.poison();
     call.out_o = out.at("O").view();
     if (subject_.info().returns_lse) call.out_lse = out.at("L").view();
     subject_.run(Op::fwd, call);
@@ -60,6 +64,7 @@ class Caller {
     out.tensors.emplace_back("dQ", Tensor(c_.policy.format(Role::grad), q_shape(c_.shape), c_.layout));
     out.tensors.emplace_back("dK", Tensor(c_.policy.format(Role::grad), k_shape(c_.shape), c_.layout));
     out.tensors.emplace_back("dV", Tensor(c_.policy.format(Role::grad), v_shape(c_.shape), c_.layout));
+    out.poison();
     call.dq = out.at("dQ").view(), call.dk = out.at("dK").view(), call.dv = out.at("dV").view();
     subject_.run(Op::bwd, call);
     return out;
@@ -74,6 +79,7 @@ class Caller {
     out.tensors.emplace_back("dK'", Tensor(c_.policy.format(Role::grad), k_shape(c_.shape), c_.layout));
     out.tensors.emplace_back("dV'", Tensor(c_.policy.format(Role::grad), v_shape(c_.shape), c_.layout));
     out.tensors.emplace_back("ddO", Tensor(c_.policy.format(Role::grad), o_shape(c_.shape), c_.layout));
+    out.poison();
     call.dq2 = out.at("dQ'").view(), call.dk2 = out.at("dK'").view(), call.dv2 = out.at("dV'").view(), call.ddo = out.at("ddO").view();
     subject_.run(Op::bwdbwd, call);
     return out;
@@ -138,16 +144,17 @@ TensorVerdict verdict(const std::string& name, Format format, const std::vector<
   v.subject = compare(std::span<const double>(subject), std::span<const T>(reference), m);
   v.baseline = compare(std::span<const double>(base), std::span<const T>(reference), m);
   const double es = v.subject.max_abs, eb = v.baseline.max_abs;
+  double ref_max = 0;
+  for (const T& x : reference) {
+    if (std::isfinite(static_cast<double>(x))) ref_max = std::max(ref_max, std::fabs(static_cast<double>(x)));
+  }
+  v.discriminating = v.floor < 0.25 * ref_max;
   v.baseline_usable = std::isfinite(eb);
   // The error in units of the larger of the baseline's error and the floor: err / err_base wherever
   // the baseline is above rounding noise, and finite where the baseline happens to be exact.
   const double unit = std::max(eb, v.floor);
   v.ratio = unit > 0 ? es / unit : (es > 0 ? kInf : 0.0);
-  if (v.baseline_usable) {
-    v.pass = es <= o.rho * eb + v.floor;
-  } else {  // the baseline broke down (overflow in t): judge the subject on finiteness alone
-    v.pass = v.subject.nonfinite_mismatch == 0;
-  }
+  v.pass = v.baseline_usable && es <= o.rho * eb + v.floor;  // an unusable baseline discards the case
   return v;
 }
 
@@ -328,10 +335,12 @@ CaseReport check_case(kernels::Subject& subject, const Case& c, Op op, const Ver
   const auto& sh = c.shape;
   const double chain = sh.head_dim + sh.head_dim_v + sh.seq_k + static_cast<double>(sh.heads_q / sh.heads_kv) * sh.seq_q;
   // u_t + u_acc (sqrt(L) + A): one rounding of a reused intermediate to the storage format, plus
-  // summation-order noise and a softmax re-derived from a rounded log-sum-exp, A = 1 + the largest
-  // logit magnitude (see checks.hpp).
+  // summation-order noise, plus logits rounded at another point or a softmax re-derived from a rounded
+  // log-sum-exp, P = exp(S - L): S and L each carry a relative rounding, |S| + |L| <= 2 max|S| + ln Nk,
+  // so A = 2 (1 + the largest logit magnitude) + ln Nk (see checks.hpp).
+  const double logit_noise = 2 * (1 + mag.logit_max) + std::log(std::max(1.0, static_cast<double>(sh.seq_k)));
   const double noise_unit = unit_roundoff(c.policy.format(Role::q)) +
-                            unit_roundoff(c.policy.accumulate) * (std::sqrt(chain) + 1 + mag.logit_max);
+                            unit_roundoff(c.policy.accumulate) * (std::sqrt(chain) + logit_noise);
   const auto judge = [&](const auto& reference) {
     for (std::size_t i = 0; i < out.tensors.size(); ++i) {  // a reference beyond the format's range: no verdict
       const double max_finite = format_info(out.tensors[i].second.view().format).max_finite();
@@ -353,6 +362,12 @@ CaseReport check_case(kernels::Subject& subject, const Case& c, Op op, const Ver
     judge(oracle_values<double>(problem, in, op));
   } else {
     judge(oracle_values<oracle::quad>(problem, in, op));
+  }
+  for (const TensorVerdict& v : r.tensors) {  // the plain same-format computation overflows: no verdict
+    if (!v.baseline_usable && r.discarded.empty()) {
+      r.discarded = "the same-format baseline overflows " + std::string(name(v.format)) + " in " + v.tensor +
+                    " (the case is beyond the format's working range)";
+    }
   }
   if (!r.discarded.empty()) {
     r.pass = true;  // no verdict either way; runs count it as discarded, not passed
@@ -486,6 +501,7 @@ CaseReport check_case(kernels::Subject& subject, const Case& c, Op op, const Ver
     r.pass = r.pass && v.pass;
     r.worst_ratio = std::max(r.worst_ratio, v.ratio);
     r.worst_ulp = std::max(r.worst_ulp, v.subject.max_ulp);
+    r.weak_tensors += v.discriminating ? 0 : 1;
   }
   for (const PropertyCheck& p : r.properties) r.pass = r.pass && p.pass;
   return finish();

@@ -19,6 +19,7 @@ RunSummary run_cases(kernels::Subject& subject, const RunOptions& o, const std::
       continue;
     }
     summary.worst_ratio = std::max(summary.worst_ratio, report.worst_ratio);
+    summary.weak += report.weak_tensors > 0 ? 1 : 0;
     summary.worst_ulp = std::max(summary.worst_ulp, report.worst_ulp);
     if (report.pass) {
       ++summary.passed;

@@ -35,6 +35,7 @@ struct RunSummary {
   int cases = 0;
   int passed = 0;
   int discarded = 0;  // cases without a verdict (the exact result outside the format's range)
+  int weak = 0;       // judged cases where some output's verdict was not discriminating (checks.hpp)
   double worst_ratio = 0;
   double worst_ulp = 0;
   double seconds = 0;

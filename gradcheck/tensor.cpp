@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels/tensor_io.hpp"
 
@@ -28,6 +29,12 @@ void Tensor::assign(std::span<const double> values) { kernels::write_from(view_,
 bool Tensor::bitwise_equal(const Tensor& other) const {
   return view_.format == other.view_.format && view_.shape == other.view_.shape && bytes_.size() == other.bytes_.size() &&
          std::memcmp(bytes_.data(), other.bytes_.data(), bytes_.size()) == 0;
+}
+
+void Tensor::poison() {
+  const std::size_t n = static_cast<std::size_t>(view_.shape[0] * view_.shape[1] * view_.shape[2] * view_.shape[3]);
+  const std::vector<double> nan(n, std::numeric_limits<double>::quiet_NaN());
+  kernels::write_from(view_, nan, Rounding::nearest_even);
 }
 
 bool Tensor::has_nonfinite() const {

@@ -21,7 +21,10 @@ class Tensor {
   Tensor(Format format, std::array<std::int64_t, 4> shape, Layout layout);
   // The view points into this object's own storage, so copies and moves re-point it.
   Tensor(const Tensor& other) : bytes_(other.bytes_), view_(other.view_) { view_.data = bytes_.data(); }
-  Tensor(Tensor&& other) noexcept : bytes_(std::move(other.bytes_)), view_(other.view_) { view_.data = bytes_.data(); }
+  Tensor(Tensor&& other) noexcept : bytes_(std::move(other.bytes_)), view_(other.view_) {
+    view_.data = bytes_.data();
+    other.view_ = {};  // a moved-from tensor views nothing (not the storage it gave away)
+  }
   Tensor& operator=(const Tensor& other) {
     bytes_ = other.bytes_;
     view_ = other.view_;
@@ -29,9 +32,11 @@ class Tensor {
     return *this;
   }
   Tensor& operator=(Tensor&& other) noexcept {
+    if (this == &other) return *this;
     bytes_ = std::move(other.bytes_);
     view_ = other.view_;
     view_.data = bytes_.data();
+    other.view_ = {};
     return *this;
   }
 
@@ -40,6 +45,9 @@ class Tensor {
   void assign(std::span<const double> values);    // rounds each to the format (round to nearest even)
   bool bitwise_equal(const Tensor& other) const;  // same bits in every element
   bool has_nonfinite() const;
+  // Every element a quiet NaN: outputs are poisoned before each call, so an entry the subject never
+  // writes cannot pass by being left at a plausible value (zero is the right answer surprisingly often).
+  void poison();
 
  private:
   std::vector<std::byte> bytes_;

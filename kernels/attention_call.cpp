@@ -35,6 +35,9 @@ void Subject::set_option(const std::string& name, const std::string&) {
 
 bool SubjectInfo::supports(Op op) const { return std::find(ops.begin(), ops.end(), op) != ops.end(); }
 bool SubjectInfo::supports(Format f) const { return std::find(formats.begin(), formats.end(), f) != formats.end(); }
+bool SubjectInfo::supports_accumulate(Format f) const {
+  return std::find(accumulate_formats.begin(), accumulate_formats.end(), f) != accumulate_formats.end();
+}
 bool SubjectInfo::supports(Mask m) const { return std::find(masks.begin(), masks.end(), m) != masks.end(); }
 bool SubjectInfo::supports_head_dim(int d) const {
   if (head_dims.empty()) return d >= 1 && d <= max_head_dim;
@@ -60,9 +63,14 @@ void check_tensor(const SubjectInfo& info, const char* what, const TensorView& t
 
 }  // namespace
 
-void validate_call(const SubjectInfo& info, Op op, const AttentionCall& c) {
+void validate_policy(const SubjectInfo& info, const PrecisionPolicy& p) {
+  if (!info.supports(p.format(Role::q))) fail(info, "does not support format " + std::string(fc::name(p.format(Role::q))));
+  if (!info.supports_accumulate(p.accumulate)) fail(info, "does not accumulate in " + std::string(fc::name(p.accumulate)));
+  if (p.rounding == Rounding::stochastic && !info.stochastic_rounding) fail(info, "does not support stochastic rounding");
+}
+
+void validate_problem(const SubjectInfo& info, Op op, const AttentionShape& s, Mask mask, double scale) {
   if (!info.supports(op)) fail(info, "does not implement " + std::string(name(op)));
-  const AttentionShape& s = c.shape;
   if (s.seq_q < 1 || s.seq_k < 1) fail(info, "empty sequence (Nq = " + std::to_string(s.seq_q) + ", Nk = " + std::to_string(s.seq_k) + ")");
   if (s.batch < 1 || s.heads_q < 1 || s.heads_kv < 1 || s.head_dim < 1 || s.head_dim_v < 1) fail(info, "a dimension below 1");
   if (s.heads_q % s.heads_kv != 0) {
@@ -75,10 +83,14 @@ void validate_call(const SubjectInfo& info, Op op, const AttentionCall& c) {
   if (info.max_seq > 0 && (s.seq_q > info.max_seq || s.seq_k > info.max_seq)) {
     fail(info, "sequence longer than its limit " + std::to_string(info.max_seq));
   }
-  if (!info.supports(c.mask)) fail(info, "does not support mask " + std::string(name(c.mask)));
-  if (!info.supports(c.policy.format(Role::q))) fail(info, "does not support format " + std::string(fc::name(c.policy.format(Role::q))));
-  if (c.policy.rounding == Rounding::stochastic && !info.stochastic_rounding) fail(info, "does not support stochastic rounding");
-  if (!std::isfinite(c.scale)) fail(info, "softmax scale is not finite");
+  if (!info.supports(mask)) fail(info, "does not support mask " + std::string(name(mask)));
+  if (!std::isfinite(scale)) fail(info, "softmax scale is not finite");
+}
+
+void validate_call(const SubjectInfo& info, Op op, const AttentionCall& c) {
+  validate_problem(info, op, c.shape, c.mask, c.scale);
+  validate_policy(info, c.policy);
+  const AttentionShape& s = c.shape;
   const std::int64_t B = s.batch, Hq = s.heads_q, Hkv = s.heads_kv, Nq = s.seq_q, Nk = s.seq_k, d = s.head_dim, dv = s.head_dim_v;
   const PrecisionPolicy& p = c.policy;
   check_tensor(info, "Q", c.q, {B, Hq, Nq, d}, p.format(Role::q));

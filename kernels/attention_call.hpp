@@ -95,6 +95,7 @@ struct SubjectInfo {
   Family family = Family::attention;
   std::vector<Op> ops;
   std::vector<Format> formats;  // storage formats (the policy's base format) it accepts
+  std::vector<Format> accumulate_formats = {Format::fp32, Format::fp64};  // policy accumulate= it honours
   std::vector<int> head_dims;   // empty: any d in [1, max_head_dim]
   int max_head_dim = 256;
   int max_seq = 0;              // 0: unbounded
@@ -108,6 +109,7 @@ struct SubjectInfo {
 
   bool supports(Op op) const;
   bool supports(Format f) const;
+  bool supports_accumulate(Format f) const;
   bool supports(Mask m) const;
   bool supports_head_dim(int d) const;
 };
@@ -135,5 +137,10 @@ class Subject {
 // Checks a call against the subject's declared limits and the shapes of its tensors; throws
 // SubjectError naming the first problem. Backends call it first.
 void validate_call(const SubjectInfo& info, Op op, const AttentionCall& call);
+// Its parts, for callers that want to refuse work before allocating anything (flashcheck check exits
+// 2 on a case or policy outside a subject's declared support): the policy (storage format, accumulation,
+// rounding), and the problem (op, shape, mask, scale).
+void validate_policy(const SubjectInfo& info, const PrecisionPolicy& policy);
+void validate_problem(const SubjectInfo& info, Op op, const AttentionShape& shape, Mask mask, double scale);
 
 }  // namespace fc::kernels

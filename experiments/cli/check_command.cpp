@@ -39,6 +39,27 @@ struct CheckRequest {
 
 std::string quote(const std::string& s) { return "\"" + s + "\""; }
 
+// Round-trips: 17 significant digits at most, fewer when they suffice.
+std::string shortest_text(double x) {
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::ostringstream s;
+    s.precision(digits);
+    s << x;
+    if (std::stod(s.str()) == x) return s.str();
+  }
+  return std::to_string(x);
+}
+
+// Runs a validation, turning a subject's refusal into a usage error (exit 2) that points at `list`.
+template <class F>
+void usage_check(F&& validate) {
+  try {
+    validate();
+  } catch (const kernels::SubjectError& e) {
+    throw std::invalid_argument(std::string(e.what()) + " (flashcheck list shows what each subject supports)");
+  }
+}
+
 void print_case(const gradcheck::CaseReport& r) {
   std::printf("  case  %s\n  op %s, oracle %s: %s (%.3f s)\n", r.c.to_string().c_str(), std::string(kernels::name(r.op)).c_str(),
               std::string(oracle::name(r.oracle_type)).c_str(), !r.discarded.empty() ? "discarded" : r.pass ? "pass" : "FAIL", r.seconds);
@@ -48,7 +69,8 @@ void print_case(const gradcheck::CaseReport& r) {
               "cosine", "verdict");
   for (const auto& v : r.tensors) {
     std::printf("  %-5s %-5s %12.4g %12.4g %12.4g %10.3g %10.3g %9.6f  %s\n", v.tensor.c_str(), std::string(name(v.format)).c_str(),
-                v.subject.max_abs, v.baseline.max_abs, v.floor, v.ratio, v.subject.max_ulp, v.subject.cosine, v.pass ? "ok" : "FAIL");
+                v.subject.max_abs, v.baseline.max_abs, v.floor, v.ratio, v.subject.max_ulp, v.subject.cosine,
+                !v.pass ? "FAIL" : v.discriminating ? "ok" : "ok (weak: floor >= 1/4 of max |exact|)");
   }
   for (const auto& p : r.properties) {
     std::printf("  %-12s %s: %s\n", p.name.c_str(), p.skipped ? "skipped" : (p.pass ? "ok" : "FAIL"), p.detail.c_str());
@@ -84,11 +106,19 @@ int run(const CheckRequest& req) {
   std::optional<experiments::RecordWriter> records;
   if (!req.json.empty()) records.emplace(req.json, req.overwrite);
 
-  // Explicit cases: each run once, reported in full.
+  // Explicit cases: each run once, reported in full. One outside the subject's declared support is a
+  // usage error (exit 2), not a failure of the subject.
   if (!req.case_texts.empty()) {
-    bool all = true;
+    std::vector<gradcheck::Case> cases;
     for (const std::string& text : req.case_texts) {
-      const gradcheck::Case c = gradcheck::Case::parse(text);
+      cases.push_back(gradcheck::Case::parse(text));
+      usage_check([&] {
+        kernels::validate_policy(info, cases.back().policy);
+        for (kernels::Op op : ops) kernels::validate_problem(info, op, cases.back().shape, cases.back().mask, cases.back().scale);
+      });
+    }
+    bool all = true;
+    for (const gradcheck::Case& c : cases) {
       for (kernels::Op op : ops) {
         const gradcheck::CaseReport r = gradcheck::check_case(*subject, c, op, verdict);
         print_case(r);
@@ -115,22 +145,19 @@ int run(const CheckRequest& req) {
       }
     }
   }
-  for (const PrecisionPolicy& p : policies) {
-    if (!info.supports(p.format(Role::q))) {
-      throw std::invalid_argument(info.name + " does not support " + std::string(name(p.format(Role::q))) + " (flashcheck list)");
-    }
-  }
+  for (const PrecisionPolicy& p : policies) usage_check([&] { kernels::validate_policy(info, p); });
 
   std::printf("flashcheck check: %s, %d cases per op and policy, seed %llu\n", info.name.c_str(), req.cases,
               static_cast<unsigned long long>(req.seed));
-  std::printf("verdict: err <= rho x err(same-format baseline) + floor, rho = %g, floor = %g (u_t + u_acc (sqrt(L) + A)) M (rounding noise); err = max abs error "
+  std::printf("verdict: err <= rho x err(same-format baseline) + floor, rho = %g, floor = %g (u_t + u_acc (sqrt(L) + A)) M (rounding noise, checks.hpp); err = max abs error "
               "against the oracle\n", req.rho, req.floor_u);
-  std::printf("%-7s %-28s %-6s %6s %7s %9s %15s %10s %8s\n", "op", "policy", "oracle", "cases", "passed", "discarded",
-              "worst err/base", "worst ULP", "cases/s");
+  std::printf("%-7s %-28s %-6s %6s %7s %9s %5s %15s %10s %8s\n", "op", "policy", "oracle", "cases", "passed", "discarded",
+              "weak", "worst err/base", "worst ULP", "cases/s");
   std::printf("(err/base: the subject's max error over max(the baseline's, the floor); worst ULP: in the output's format, at the "
-              "scale of the summed terms)\n");
+              "scale of the summed terms;\n weak: passed cases where some output's floor is >= 1/4 of its largest exact value, so its verdict "
+              "could not tell a wrong answer from a right one)\n");
   std::vector<std::string> failures;
-  int total = 0, passed = 0, discarded = 0;
+  int total = 0, passed = 0, discarded = 0, weak = 0;
   double seconds = 0;
   for (kernels::Op op : ops) {
     for (const PrecisionPolicy& policy : policies) {
@@ -140,10 +167,10 @@ int run(const CheckRequest& req) {
       const gradcheck::RunSummary s = gradcheck::run_cases(*subject, o, [&](const gradcheck::CaseReport& r) {
         if (records) records->write(experiments::check_record(r, info.name, device));
       });
-      total += s.cases, passed += s.passed, discarded += s.discarded, seconds += s.seconds;
-      std::printf("%-7s %-28s %-6s %6d %7d %9d %15.3g %10.3g %8.1f\n", std::string(kernels::name(op)).c_str(),
+      total += s.cases, passed += s.passed, discarded += s.discarded, weak += s.weak, seconds += s.seconds;
+      std::printf("%-7s %-28s %-6s %6d %7d %9d %5d %15.3g %10.3g %8.1f\n", std::string(kernels::name(op)).c_str(),
                   policy.to_string().c_str(), std::string(oracle::name(oracle::oracle_type_for(policy))).c_str(), s.cases, s.passed,
-                  s.discarded, s.worst_ratio, s.worst_ulp, s.cases / std::max(s.seconds, 1e-9));
+                  s.discarded, s.weak, s.worst_ratio, s.worst_ulp, s.cases / std::max(s.seconds, 1e-9));
       std::fflush(stdout);
       if (!s.failure) continue;
       const gradcheck::Failure& f = *s.failure;
@@ -154,6 +181,10 @@ int run(const CheckRequest& req) {
       print_case(f.report);
       std::string repro = "flashcheck check --subject " + info.name + " --op " + std::string(kernels::name(op)) + " --case " + quote(f.minimal.to_string());
       for (const std::string& p : req.plugins) repro += " --plugin " + p;
+      // the verdict's parameters when not the defaults, so the reproduction judges the same way
+      const gradcheck::VerdictOptions defaults;
+      if (req.rho != defaults.rho) repro += " --rho " + shortest_text(req.rho);
+      if (req.floor_u != defaults.floor_u) repro += " --floor-u " + shortest_text(req.floor_u);
       std::printf("  reproduce: %s\n", repro.c_str());
       if (!req.no_corpus && registry.is_builtin(info.name)) {
         const std::string path = req.corpus.empty() ? gradcheck::default_corpus_path() : req.corpus;
@@ -165,9 +196,9 @@ int run(const CheckRequest& req) {
     }
   }
   if (records) std::printf("records: %s\n", records->path().c_str());
-  std::printf("check: %s: %d of %d cases passed, %d discarded (exact result outside the format's range), %zu op/policy "
+  std::printf("check: %s: %d of %d cases passed, %d discarded (outside the format's range), %d weak, %zu op/policy "
               "combinations failed; %.1f s, %.1f cases/s\n",
-              failures.empty() ? "PASS" : "FAIL", passed, total, discarded, failures.size(), seconds, total / std::max(seconds, 1e-9));
+              failures.empty() ? "PASS" : "FAIL", passed, total, discarded, weak, failures.size(), seconds, total / std::max(seconds, 1e-9));
   return failures.empty() ? 0 : 1;
 }
 

@@ -25,9 +25,11 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);  // prints help, version or the parse error
     return code == 0 ? 0 : 2;
   } catch (const std::invalid_argument& e) {
+    std::fflush(stdout);  // the report so far first, then the error after it
     std::fprintf(stderr, "flashcheck: error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
+    std::fflush(stdout);
     std::fprintf(stderr, "flashcheck: error: %s\n", e.what());
     return 1;
   }

@@ -160,7 +160,35 @@ TEST(Cli, CheckUsageErrorsExitWith2) {
   EXPECT_TRUE(contains(version.output, "ABI version 999")) << version.output;
   const CliRun unsupported = flashcheck("check --subject plugin.example --dtype bf16 --plugin " + plugin("flashcheck_example_plugin"));
   EXPECT_EQ(unsupported.exit_code, 2);
-  EXPECT_TRUE(contains(unsupported.output, "does not support bf16")) << unsupported.output;
+  EXPECT_TRUE(contains(unsupported.output, "does not support format bf16")) << unsupported.output;
+  // a case or policy outside the subject's declared support is a usage error, not a failure
+  const CliRun big = flashcheck("check --subject cpu.naive --case 'B=1 Hq=1 Hkv=1 Nq=4 Nk=4 d=300 dv=8'");
+  EXPECT_EQ(big.exit_code, 2) << big.output;
+  EXPECT_TRUE(contains(big.output, "unsupported head dim d = 300")) << big.output;
+  const CliRun acc = flashcheck("check --subject cpu.naive --policy bf16,acc=bf16 --cases 2");
+  EXPECT_EQ(acc.exit_code, 2) << acc.output;
+  EXPECT_TRUE(contains(acc.output, "does not accumulate in bf16")) << acc.output;
+  for (const char* field : {"scale=inf", "scale=nan", "seed=-1", "inputs=normal:inf", "scale=0.5x"}) {
+    const CliRun bad = flashcheck(std::string("check --subject cpu.naive --case 'B=1 Hq=1 Hkv=1 Nq=4 Nk=4 d=8 dv=8 ") + field + "'");
+    EXPECT_EQ(bad.exit_code, 2) << field << "\n" << bad.output;
+    EXPECT_TRUE(contains(bad.output, field)) << bad.output;
+  }
+}
+
+// A built-in subject held to an impossible standard (the baseline's error exactly, no floor) fails;
+// the failure goes to the --corpus file, and the reproduce command carries the verdict's parameters.
+TEST(Cli, AFailureOfABuiltInSubjectGoesToTheCorpusWithItsVerdictParameters) {
+  const std::string path = "/tmp/flashcheck_cli_test_corpus.txt";
+  std::remove(path.c_str());
+  const CliRun r = flashcheck("check --subject cpu.fa2 --op bwd --dtype fp32 --cases 50 --rho 1 --floor-u 0 --corpus " + path);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "--rho 1 --floor-u 0")) << r.output;
+  EXPECT_TRUE(contains(r.output, "added to the regression corpus " + path)) << r.output;
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  EXPECT_EQ(last.rfind("cpu.fa2 bwd B=", 0), 0u) << last;
+  std::remove(path.c_str());
 }
 
 // A failing subject: exit 1, the shrunk case, one command that reproduces it. A plugin's failure is

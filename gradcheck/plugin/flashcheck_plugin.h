@@ -75,6 +75,11 @@ enum fc_subject_flags {
 
 typedef int32_t (*fc_run_fn)(void* context, int32_t op, const fc_attention_call* call, char* message, size_t message_size);
 
+/* The loader refuses (with a message naming the field) a subject whose declaration is inconsistent:
+   no ops, formats or masks; bwd or bwdbwd without fwd; bits that name no op, format or mask; a head
+   dim outside [1, max_head_dim]; max_head_dim outside 0..1024; max_seq < 0; more than 256 subjects.
+   Accumulation: the subject is asked for fp32 (fp16/bf16/fp32 policies) or fp64 (fp64 policies),
+   or whatever a user's policy names; it returns a nonzero code for one it does not honour. */
 typedef struct fc_subject {
   const char* name;         /* registered as "plugin.<name>": letters, digits, '_', '-', '.' */
   const char* description;

@@ -11,6 +11,23 @@
 namespace fc::gradcheck {
 namespace {
 
+// The C ABI's enums are the C++ enums' values: casts between them are safe only while these hold.
+static_assert(FC_FORMAT_FP64 == static_cast<int>(Format::fp64) && FC_FORMAT_FP32 == static_cast<int>(Format::fp32) &&
+              FC_FORMAT_FP16 == static_cast<int>(Format::fp16) && FC_FORMAT_BF16 == static_cast<int>(Format::bf16));
+static_assert(FC_OP_FWD == static_cast<int>(kernels::Op::fwd) && FC_OP_BWD == static_cast<int>(kernels::Op::bwd) &&
+              FC_OP_BWDBWD == static_cast<int>(kernels::Op::bwdbwd));
+static_assert(FC_MASK_NONE == static_cast<int>(kernels::Mask::none) &&
+              FC_MASK_CAUSAL_TOP_LEFT == static_cast<int>(kernels::Mask::causal_top_left) &&
+              FC_MASK_CAUSAL_BOTTOM_RIGHT == static_cast<int>(kernels::Mask::causal_bottom_right));
+static_assert(FC_ROUNDING_NEAREST_EVEN == static_cast<int>(Rounding::nearest_even) &&
+              FC_ROUNDING_TOWARD_ZERO == static_cast<int>(Rounding::toward_zero) &&
+              FC_ROUNDING_STOCHASTIC == static_cast<int>(Rounding::stochastic));
+static_assert(FC_ROLE_Q == static_cast<int>(Role::q) && FC_ROLE_K == static_cast<int>(Role::k) && FC_ROLE_V == static_cast<int>(Role::v) &&
+              FC_ROLE_O == static_cast<int>(Role::o) && FC_ROLE_DOUT == static_cast<int>(Role::dout) &&
+              FC_ROLE_GRAD == static_cast<int>(Role::grad) && FC_ROLE_STATS == static_cast<int>(Role::stats));
+
+constexpr int32_t kMaxSubjects = 256;  // a sanity bound: a garbage count must not allocate the world
+
 fc_tensor to_c(const kernels::TensorView& t) {
   fc_tensor c{};
   c.data = t.data;
@@ -87,8 +104,19 @@ kernels::SubjectInfo info_of(const fc_subject& s, const std::string& path) {
   if (info.ops.empty()) throw bad("declares no ops");
   if (info.formats.empty()) throw bad("declares no formats");
   if (info.masks.empty()) throw bad("declares no masks");
-  for (int i = 0; i < s.head_dim_count; ++i) info.head_dims.push_back(s.head_dims[i]);
+  const bool has_fwd = s.ops & (1u << FC_OP_FWD);
+  if (!has_fwd) throw bad("declares bwd or bwdbwd without fwd (the harness needs its own O and L to call bwd)");
+  if (s.ops >> 3 != 0 || s.formats >> 4 != 0 || s.masks >> 3 != 0) throw bad("sets bits of ops, formats or masks that name nothing");
+  if (s.max_head_dim < 0 || s.max_head_dim > 1024) throw bad("max_head_dim must be 0 (default 256) to 1024");
   info.max_head_dim = s.max_head_dim > 0 ? s.max_head_dim : 256;
+  for (int i = 0; i < s.head_dim_count; ++i) {
+    if (s.head_dims[i] < 1 || s.head_dims[i] > info.max_head_dim) {
+      throw bad("head_dims[" + std::to_string(i) + "] = " + std::to_string(s.head_dims[i]) + " is outside [1, max_head_dim = " +
+                std::to_string(info.max_head_dim) + "]");
+    }
+    info.head_dims.push_back(s.head_dims[i]);
+  }
+  if (s.max_seq < 0) throw bad("max_seq must be >= 0 (0: no limit)");
   info.max_seq = s.max_seq;
   info.gqa = s.flags & FC_SUBJECT_GQA;
   info.separate_dv = s.flags & FC_SUBJECT_SEPARATE_DV;
@@ -136,6 +164,9 @@ LoadedPlugin load_plugin_file(const std::string& path) {
   }
   if (count < 0 || (count > 0 && list == nullptr)) throw PluginError("plugin " + path + ": flashcheck_plugin_subjects returned no array");
   if (count == 0) throw PluginError("plugin " + path + ": declares no subjects");
+  if (count > kMaxSubjects) {
+    throw PluginError("plugin " + path + ": declares " + std::to_string(count) + " subjects (at most " + std::to_string(kMaxSubjects) + ")");
+  }
   for (int32_t i = 0; i < count; ++i) loaded.subjects.push_back(std::make_unique<PluginSubject>(list[i], info_of(list[i], path)));
   return loaded;
 }

@@ -6,6 +6,10 @@
 
 #include "gradcheck/registry.hpp"
 #include "gradcheck/tests/broken_subjects.hpp"
+#include "kernels/tensor_io.hpp"
+
+#include <algorithm>
+#include <cmath>
 
 namespace fc::gradcheck {
 namespace {
@@ -71,5 +75,105 @@ TEST(Checks, ASubjectErrorIsAFailureWithItsMessage) {
   EXPECT_NE(r.error.find("unsupported head dim d = 300"), std::string::npos) << r.error;
 }
 
+
+// --- each oracle-free property can fail ----------------------------------------------------------
+
+// cpu.naive with its bwd outputs post-processed elementwise: x -> distort(x).
+class Distorted final : public kernels::Subject {
+ public:
+  Distorted(kernels::Subject& inner, double (*distort)(double)) : inner_(inner), distort_(distort), info_(inner.info()) {
+    info_.name = "test.distorted";
+  }
+  const kernels::SubjectInfo& info() const override { return info_; }
+  void run(kernels::Op op, const kernels::AttentionCall& call) override {
+    inner_.run(op, call);
+    if (op != kernels::Op::bwd) return;
+    for (const kernels::TensorView* t : {&call.dq, &call.dk, &call.dv}) {
+      std::vector<double> x = kernels::read_as_double(*t);
+      for (double& e : x) e = distort_(e);
+      kernels::write_from(*t, x, Rounding::nearest_even);
+    }
+  }
+
+ private:
+  kernels::Subject& inner_;
+  double (*distort_)(double);
+  kernels::SubjectInfo info_;
+};
+
+const PropertyCheck* property(const CaseReport& r, const std::string& name) {
+  for (const PropertyCheck& p : r.properties) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+// An offset of 1e-30 is far below any verdict's floor; the zero property sees it all the same, since
+// a zero cotangent must give exactly zero.
+TEST(Checks, ZeroCatchesAnAffineGradient) {
+  const Registry registry = Registry::with_builtins();
+  Distorted subject(*registry.find("cpu.naive"), [](double x) { return x + 1e-30; });
+  const CaseReport r = check_case(subject, case_with("fp32"), kernels::Op::bwd, {});
+  const PropertyCheck* p = property(r, "zero");
+  ASSERT_NE(p, nullptr);
+  EXPECT_FALSE(p->pass) << p->detail;
+  EXPECT_TRUE(std::all_of(r.tensors.begin(), r.tensors.end(), [](const TensorVerdict& v) { return v.pass; }))
+      << "the offset is far below the verdict's floor: only the property sees it";
+}
+
+// g + 1e-3 g|g| is not homogeneous: doubling the cotangent quadruples the distortion.
+TEST(Checks, HomogeneityCatchesANonlinearGradient) {
+  const Registry registry = Registry::with_builtins();
+  Distorted subject(*registry.find("cpu.naive"), [](double x) { return x + 1e-3 * x * std::fabs(x); });
+  const CaseReport r = check_case(subject, case_with("fp32"), kernels::Op::bwd, {});
+  const PropertyCheck* p = property(r, "homogeneity");
+  ASSERT_NE(p, nullptr);
+  EXPECT_FALSE(p->pass) << p->detail;
+}
+
+// g + 1e-2 |g| is positively homogeneous (homogeneity passes) but not additive.
+TEST(Checks, AdditivityCatchesAHomogeneousNonlinearGradient) {
+  const Registry registry = Registry::with_builtins();
+  Distorted subject(*registry.find("cpu.naive"), [](double x) { return x + 1e-2 * std::fabs(x); });
+  const CaseReport r = check_case(subject, case_with("fp32"), kernels::Op::bwd, {});
+  const PropertyCheck* h = property(r, "homogeneity");
+  const PropertyCheck* a = property(r, "additivity");
+  ASSERT_NE(h, nullptr);
+  ASSERT_NE(a, nullptr);
+  EXPECT_TRUE(h->pass) << h->detail;
+  EXPECT_FALSE(a->pass) << a->detail;
+}
+
+// Outputs are poisoned before each call: a subject that leaves entries unwritten fails.
+class SkipsLastRow final : public kernels::Subject {
+ public:
+  explicit SkipsLastRow(kernels::Subject& inner) : inner_(inner), info_(inner.info()) { info_.name = "test.skips_last_row"; }
+  const kernels::SubjectInfo& info() const override { return info_; }
+  void run(kernels::Op op, const kernels::AttentionCall& call) override {
+    if (op != kernels::Op::fwd) return inner_.run(op, call);
+    // keep the poisoned contents of O's last row of the last head: compute into a copy, write the rest
+    std::vector<double> before = kernels::read_as_double(call.out_o);
+    inner_.run(op, call);
+    std::vector<double> after = kernels::read_as_double(call.out_o);
+    const std::size_t row = static_cast<std::size_t>(call.shape.head_dim_v);
+    std::copy(before.end() - static_cast<std::ptrdiff_t>(row), before.end(), after.end() - static_cast<std::ptrdiff_t>(row));
+    kernels::write_from(call.out_o, after, Rounding::nearest_even);
+  }
+
+ private:
+  kernels::Subject& inner_;
+  kernels::SubjectInfo info_;
+};
+
+TEST(Checks, AnUnwrittenOutputIsCaught) {
+  const Registry registry = Registry::with_builtins();
+  SkipsLastRow subject(*registry.find("cpu.naive"));
+  const CaseReport r = check_case(subject, case_with("fp32"), kernels::Op::fwd, {});
+  EXPECT_FALSE(r.pass);
+  ASSERT_FALSE(r.tensors.empty());
+  EXPECT_EQ(r.tensors[0].tensor, "O");
+  EXPECT_FALSE(r.tensors[0].pass);
+  EXPECT_GT(r.tensors[0].subject.nonfinite_mismatch, 0u);
+}
 }  // namespace
 }  // namespace fc::gradcheck

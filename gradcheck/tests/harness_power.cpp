@@ -2,7 +2,7 @@
 // policies, whether it was caught within N cases (each case checked under fwd, bwd and bwdbwd), after
 // how many, and by what; and the false alarms of the correct control subject and of cpu.naive.
 //
-// Usage: harness-power [cases=200] [seed=1]
+// Usage: harness-power [cases=200] [seed=1] [max_seq=64]
 #include <cstdio>
 #include <cstdlib>
 
@@ -17,7 +17,11 @@ int main(int argc, char** argv) {
   const int cases = argc > 1 ? std::atoi(argv[1]) : 200;
   const std::uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
   GeneratorLimits limits;
-  limits.max_seq = 64;
+  limits.max_seq = argc > 3 ? std::atoi(argv[3]) : 64;
+  if (cases < 1 || limits.max_seq < 1) {
+    std::fprintf(stderr, "usage: harness-power [cases >= 1] [seed] [max_seq >= 1]\n");
+    return 2;
+  }
   std::printf("harness power: each case checked under fwd, bwd, bwdbwd; at most %d cases; seed %llu; sequences up to %d\n", cases,
               static_cast<unsigned long long>(seed), limits.max_seq);
   std::printf("%-22s | %-5s %6s  %-40s | %-5s %6s  %s\n", "bug class", "fp32", "cases", "caught by", "bf16", "cases", "caught by");

@@ -2,6 +2,9 @@
 // broken plugin gives a clear PluginError, never a crash.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <vector>
+
 #include "gradcheck/plugin/plugin_loader.hpp"
 #include "gradcheck/registry.hpp"
 #include "gradcheck/runner.hpp"
@@ -54,6 +57,27 @@ TEST(Plugin, BrokenPluginsGiveClearErrors) {
   EXPECT_NE(version.find("ABI version 999"), std::string::npos) << version;
   const std::string failing = load_error(plugin("flashcheck_test_plugin_failing_subjects"));
   EXPECT_NE(failing.find("code 7: license server unreachable"), std::string::npos) << failing;
+}
+
+// Each inconsistent declaration is refused at load time with a message naming what is wrong.
+TEST(Plugin, InconsistentDeclarationsAreRefused) {
+  const std::string path = plugin("flashcheck_test_plugin_bad_declaration");
+  ASSERT_EQ(unsetenv("FC_TEST_BAD_DECLARATION"), 0);
+  EXPECT_EQ(load_error(path), "loaded") << "the control declaration is valid";
+  const std::vector<std::pair<const char*, const char*>> expected = {
+      {"bwd_without_fwd", "without fwd"},
+      {"head_dim_zero", "head_dims[0] = 0 is outside [1, max_head_dim = 256]"},
+      {"head_dim_above_max", "head_dims[0] = 512 is outside"},
+      {"negative_max_seq", "max_seq must be >= 0"},
+      {"unknown_format_bit", "name nothing"},
+      {"huge_count", "declares 100000 subjects"},
+  };
+  for (const auto& [what, message] : expected) {
+    ASSERT_EQ(setenv("FC_TEST_BAD_DECLARATION", what, 1), 0);
+    const std::string error = load_error(path);
+    EXPECT_NE(error.find(message), std::string::npos) << what << ": " << error;
+  }
+  unsetenv("FC_TEST_BAD_DECLARATION");
 }
 
 TEST(Plugin, ASubjectNameCannotBeRegisteredTwice) {

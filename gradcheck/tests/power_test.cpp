@@ -21,6 +21,8 @@ TEST_P(EveryBugIsCaught, Within200CasesInFp32) {
   auto subject = make_broken_subject(GetParam());
   const Power p = measure_power(*subject, PrecisionPolicy::uniform(Format::fp32), 200, 1, limits());
   EXPECT_TRUE(p.detected) << name(GetParam()) << " survived 200 cases";
+  // Caught by a check, not by the subject throwing (which would say nothing of the checks' power).
+  EXPECT_EQ(p.caught_by.find("subject error"), std::string::npos) << p.caught_by;
   RecordProperty("cases_to_detection", p.cases);
   std::printf("%-22s caught after %3d cases by %s\n", std::string(name(GetParam())).c_str(), p.cases, p.caught_by.c_str());
 }
