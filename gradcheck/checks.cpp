@@ -14,7 +14,6 @@ namespace fc::gradcheck {
 namespace {
 
 using kernels::Op;
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 oracle::AttentionProblem to_problem(const Case& c) {
   oracle::AttentionProblem p;
@@ -27,20 +26,6 @@ oracle::AttentionProblem to_problem(const Case& c) {
   return p;
 }
 
-// The outputs of one op, by name, in the order the report lists them.
-struct Outputs {
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  const Tensor& at(const std::string& name) const {
-    for (const auto& [n, t] : tensors) {
-      if (n == name) return t;
-    }
-    throw std::logic_error("no output " + name);
-  }
-  void poison() {
-    for (auto& [n, t] : tensors) t.poison();
-  }
-};
-
 // Calls the subject, allocating outputs in the policy's formats and the case's layout.
 class Caller {
  public:
@@ -49,11 +34,11 @@ class Caller {
   Outputs fwd(const Tensor& q, const Tensor& k, const Tensor& v) {
     kernels::AttentionCall call = base(q, k, v);
     Outputs out;
-    out.tensors.emplace_back("O", Tensor(c_.policy.format(Role::o), o_shape(c_.shape), c_.layout));
-    if (subject_.info().returns_lse) out.tensors.emplace_back("L", Tensor(c_.policy.format(Role::stats), lse_shape(c_.shape), c_.layout));
+    out.add("O", Tensor(c_.policy.format(Role::o), o_shape(c_.shape), c_.layout));
+    if (subject_.info().returns_lse) out.add("L", Tensor(c_.policy.format(Role::stats), lse_shape(c_.shape), c_.layout));
     out.poison();
-    call.out_o = out.at("O").view();
-    if (subject_.info().returns_lse) call.out_lse = out.at("L").view();
+    call.out_o = out.at("O").tensor.view();
+    if (subject_.info().returns_lse) call.out_lse = out.at("L").tensor.view();
     subject_.run(Op::fwd, call);
     return out;
   }
@@ -61,11 +46,11 @@ class Caller {
   Outputs bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Outputs& f, const Tensor& dout) {
     kernels::AttentionCall call = saved(base(q, k, v), f, dout);
     Outputs out;
-    out.tensors.emplace_back("dQ", Tensor(c_.policy.format(Role::grad), q_shape(c_.shape), c_.layout));
-    out.tensors.emplace_back("dK", Tensor(c_.policy.format(Role::grad), k_shape(c_.shape), c_.layout));
-    out.tensors.emplace_back("dV", Tensor(c_.policy.format(Role::grad), v_shape(c_.shape), c_.layout));
+    out.add("dQ", Tensor(c_.policy.format(Role::grad), q_shape(c_.shape), c_.layout));
+    out.add("dK", Tensor(c_.policy.format(Role::grad), k_shape(c_.shape), c_.layout));
+    out.add("dV", Tensor(c_.policy.format(Role::grad), v_shape(c_.shape), c_.layout));
     out.poison();
-    call.dq = out.at("dQ").view(), call.dk = out.at("dK").view(), call.dv = out.at("dV").view();
+    call.dq = out.at("dQ").tensor.view(), call.dk = out.at("dK").tensor.view(), call.dv = out.at("dV").tensor.view();
     subject_.run(Op::bwd, call);
     return out;
   }
@@ -75,12 +60,12 @@ class Caller {
     kernels::AttentionCall call = saved(base(q, k, v), f, dout);
     call.ddq = ddq.view(), call.ddk = ddk.view(), call.ddv = ddv.view();
     Outputs out;
-    out.tensors.emplace_back("dQ'", Tensor(c_.policy.format(Role::grad), q_shape(c_.shape), c_.layout));
-    out.tensors.emplace_back("dK'", Tensor(c_.policy.format(Role::grad), k_shape(c_.shape), c_.layout));
-    out.tensors.emplace_back("dV'", Tensor(c_.policy.format(Role::grad), v_shape(c_.shape), c_.layout));
-    out.tensors.emplace_back("ddO", Tensor(c_.policy.format(Role::grad), o_shape(c_.shape), c_.layout));
+    out.add("dQ'", Tensor(c_.policy.format(Role::grad), q_shape(c_.shape), c_.layout));
+    out.add("dK'", Tensor(c_.policy.format(Role::grad), k_shape(c_.shape), c_.layout));
+    out.add("dV'", Tensor(c_.policy.format(Role::grad), v_shape(c_.shape), c_.layout));
+    out.add("ddO", Tensor(c_.policy.format(Role::grad), o_shape(c_.shape), c_.layout));
     out.poison();
-    call.dq2 = out.at("dQ'").view(), call.dk2 = out.at("dK'").view(), call.dv2 = out.at("dV'").view(), call.ddo = out.at("ddO").view();
+    call.dq2 = out.at("dQ'").tensor.view(), call.dk2 = out.at("dK'").tensor.view(), call.dv2 = out.at("dV'").tensor.view(), call.ddo = out.at("ddO").tensor.view();
     subject_.run(Op::bwdbwd, call);
     return out;
   }
@@ -93,8 +78,8 @@ class Caller {
     return call;
   }
   kernels::AttentionCall saved(kernels::AttentionCall call, const Outputs& f, const Tensor& dout) const {
-    call.o = f.at("O").view();
-    if (subject_.info().returns_lse) call.lse = f.at("L").view();
+    call.o = f.at("O").tensor.view();
+    if (subject_.info().returns_lse) call.lse = f.at("L").tensor.view();
     call.dout = dout.view();
     return call;
   }
@@ -128,112 +113,6 @@ std::vector<std::vector<double>> baseline_values(const BaselineResult& b, Op op)
   if (op == Op::fwd) return {b.o, b.lse};
   if (op == Op::bwd) return {b.dq, b.dk, b.dv};
   return {b.dq2, b.dk2, b.dv2, b.ddo};
-}
-
-template <class T>
-TensorVerdict verdict(const std::string& name, Format format, const std::vector<double>& subject,
-                      const std::vector<double>& base, const std::vector<T>& reference, double magnitude,
-                      double noise_unit, const VerdictOptions& o) {
-  TensorVerdict v;
-  v.tensor = name;
-  v.format = format;
-  v.floor = o.floor_u * noise_unit * magnitude;
-  // Relative errors and ULPs are floored at the magnitude scale: near a zero reference they count
-  // against the size of the terms that cancelled, not against the (tiny) reference itself.
-  const MetricOptions m{format, magnitude};
-  v.subject = compare(std::span<const double>(subject), std::span<const T>(reference), m);
-  v.baseline = compare(std::span<const double>(base), std::span<const T>(reference), m);
-  const double es = v.subject.max_abs, eb = v.baseline.max_abs;
-  double ref_max = 0;
-  for (const T& x : reference) {
-    if (std::isfinite(static_cast<double>(x))) ref_max = std::max(ref_max, std::fabs(static_cast<double>(x)));
-  }
-  v.discriminating = v.floor < 0.25 * ref_max;
-  v.baseline_usable = std::isfinite(eb);
-  // The error in units of the larger of the baseline's error and the floor: err / err_base wherever
-  // the baseline is above rounding noise, and finite where the baseline happens to be exact.
-  const double unit = std::max(eb, v.floor);
-  v.ratio = unit > 0 ? es / unit : (es > 0 ? kInf : 0.0);
-  v.pass = v.baseline_usable && es <= o.rho * eb + v.floor;  // an unusable baseline discards the case
-  return v;
-}
-
-std::string shortest(double x) {
-  std::ostringstream s;
-  s.precision(4);
-  s << x;
-  return s.str();
-}
-
-// --- oracle-free properties --------------------------------------------------------------------
-
-PropertyCheck determinism(const Outputs& a, const Outputs& b) {
-  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
-    if (!a.tensors[i].second.bitwise_equal(b.tensors[i].second)) {
-      return {"determinism", false, false, a.tensors[i].first + " differs between two identical calls"};
-    }
-  }
-  return {"determinism", true, false, "bitwise identical"};
-}
-
-PropertyCheck zero(const Outputs& out) {
-  for (const auto& [name, t] : out.tensors) {
-    for (double x : t.values()) {
-      if (x != 0) return {"zero", false, false, name + " has a nonzero entry (" + shortest(x) + ") for a zero cotangent"};
-    }
-  }
-  return {"zero", true, false, "all outputs exactly zero"};
-}
-
-// g(2a) = 2 g(a) exactly, except where an intermediate that scales with the cotangent (dP, dS) is
-// subnormal in the storage format t: its rounding does not scale (FA2 rounds dS to fp16 before dS K;
-// P below 6e-5 makes dS subnormal in fp16). Each such intermediate is off by at most u_t min_normal_t,
-// which can move an output across a rounding boundary: allowed, 2 ULPs of the output's format plus
-// 2 L u_t min_normal_t max|input| for long sums of them.
-PropertyCheck homogeneity(const Outputs& once, const Outputs& twice, double underflow) {
-  for (const Outputs* o : {&once, &twice}) {
-    for (const auto& [name, t] : o->tensors) {
-      if (t.has_nonfinite()) return {"homogeneity", true, true, name + " has non-finite entries"};
-    }
-  }
-  double worst = 0;
-  std::string where = "-";
-  for (std::size_t i = 0; i < once.tensors.size(); ++i) {
-    const Format f = once.tensors[i].second.view().format;
-    const std::vector<double> a = once.tensors[i].second.values(), b = twice.tensors[i].second.values();
-    for (std::size_t j = 0; j < a.size(); ++j) {
-      const double diff = std::fabs(b[j] - 2 * a[j]);
-      if (diff == 0) continue;
-      const double allowed = 2 * ulp(f, std::max(std::fabs(b[j]), std::fabs(2 * a[j]))) + underflow;
-      const double v = diff / allowed;
-      if (v > worst) worst = v, where = once.tensors[i].first + "[" + std::to_string(j) + "]";
-    }
-  }
-  return {"homogeneity", worst <= 1, false,
-          worst == 0 ? "doubling the cotangent doubles every output exactly"
-                     : "max |g(2a) - 2 g(a)| / allowance (2 ULPs + underflow) = " + shortest(worst) + " at " + where};
-}
-
-// |g(c) - g(a) - g(b)| <= bound * (m_a + m_b + m_c) + underflow, elementwise, for each output. The
-// absolute term covers gradual underflow (softmax weights below the smallest normal keep an absolute,
-// not a relative, accuracy).
-PropertyCheck additivity(const Outputs& ga, const Outputs& gb, const Outputs& gc, const std::vector<std::vector<double>>& ma,
-                         const std::vector<std::vector<double>>& mb, const std::vector<std::vector<double>>& mc, double bound,
-                         double underflow) {
-  double worst = 0;
-  std::string where = "-";
-  for (std::size_t i = 0; i < ga.tensors.size(); ++i) {
-    const auto a = ga.tensors[i].second.values(), b = gb.tensors[i].second.values(), c = gc.tensors[i].second.values();
-    for (std::size_t j = 0; j < a.size(); ++j) {
-      const double mag = ma[i][j] + mb[i][j] + mc[i][j];
-      const double excess = std::fabs(c[j] - a[j] - b[j]) - underflow;
-      const double v = excess <= 0 ? 0.0 : (mag > 0 ? excess / mag : kInf);
-      if (!(v <= worst)) worst = v, where = ga.tensors[i].first + "[" + std::to_string(j) + "]";
-    }
-  }
-  const bool pass = worst <= bound;
-  return {"additivity", pass, false,
-          "max (|g(a+b) - g(a) - g(b)| - underflow) / magnitude = " + shortest(worst) + " (at " + where + "), bound " + shortest(bound)};
 }
 
 std::vector<std::vector<double>> magnitudes_of(const oracle::AttentionMagnitudes& m, Op op) {
@@ -316,21 +195,14 @@ CaseReport check_case(kernels::Subject& subject, const Case& c, Op op, const Ver
   const auto q = in.q.values(), k = in.k.values(), v = in.v.values(), dout = in.dout.values();
   const auto ddq = in.ddq.values(), ddk = in.ddk.values(), ddv = in.ddv.values();
   const oracle::AttentionMagnitudes mag = oracle::attention_magnitudes(problem, {q, k, v}, dout, {ddq, ddk, ddv});
-  const auto largest = [](const std::vector<double>& x) {
-    double m = 0;
-    for (double e : x) {
-      if (std::isfinite(e)) m = std::max(m, std::fabs(e));
-    }
-    return m;
-  };
   const BaselineResult base = baseline(c, in, op);
   const auto base_values = baseline_values(base, op);
   std::vector<double> scales;
   if (op == Op::fwd) {
     // L: an absolute error of L is a relative error of every P = exp(S - L), so its scale is at least 1
-    scales = {largest(mag.o), 1 + mag.logit_max + largest(base.lse)};
+    scales = {largest_finite(mag.o), 1 + mag.logit_max + largest_finite(base.lse)};
   } else {
-    for (const auto& m : magnitudes_of(mag, op)) scales.push_back(largest(m));
+    for (const auto& m : magnitudes_of(mag, op)) scales.push_back(largest_finite(m));
   }
   const auto& sh = c.shape;
   const double chain = sh.head_dim + sh.head_dim_v + sh.seq_k + static_cast<double>(sh.heads_q / sh.heads_kv) * sh.seq_q;
@@ -342,20 +214,13 @@ CaseReport check_case(kernels::Subject& subject, const Case& c, Op op, const Ver
   const double noise_unit = unit_roundoff(c.policy.format(Role::q)) +
                             unit_roundoff(c.policy.accumulate) * (std::sqrt(chain) + logit_noise);
   const auto judge = [&](const auto& reference) {
-    for (std::size_t i = 0; i < out.tensors.size(); ++i) {  // a reference beyond the format's range: no verdict
-      const double max_finite = format_info(out.tensors[i].second.view().format).max_finite();
-      for (const auto& x : reference[i]) {
-        if (std::isfinite(static_cast<double>(x)) && std::fabs(static_cast<double>(x)) > max_finite) {
-          r.discarded = "the exact " + out.tensors[i].first + " (" + shortest(static_cast<double>(x)) + ") is outside " +
-                        std::string(name(out.tensors[i].second.view().format)) + "'s range";
-          return;
-        }
-      }
+    for (std::size_t i = 0; i < out.tensors.size() && r.discarded.empty(); ++i) {  // beyond the format's range: no verdict
+      r.discarded = outside_range(out.tensors[i].name, out.tensors[i].range_format(), reference[i]);
     }
+    if (!r.discarded.empty()) return;
     for (std::size_t i = 0; i < out.tensors.size(); ++i) {
-      const auto& [name, tensor] = out.tensors[i];
-      r.tensors.push_back(verdict(name, tensor.view().format, tensor.values(), base_values[i], reference[i], scales[i],
-                                  noise_unit, options));
+      const Output& o = out.tensors[i];
+      r.tensors.push_back(verdict(o.name, o.format(), o.values(), base_values[i], reference[i], scales[i], noise_unit, options));
     }
   };
   if (r.oracle_type == oracle::OracleType::fp64) {
@@ -481,7 +346,7 @@ CaseReport check_case(kernels::Subject& subject, const Case& c, Op op, const Ver
           const auto [minus, xm] = phi(-1.0);
           double analytic = 0;
           for (std::size_t i = 0; i < xp.size(); ++i) {
-            const auto p1 = xp[i].values(), m1v = xm[i].values(), g = out.tensors[i].second.values();
+            const auto p1 = xp[i].values(), m1v = xm[i].values(), g = out.tensors[i].values();
             for (std::size_t j = 0; j < g.size(); ++j) analytic += g[j] * (p1[j] - m1v[j]);
           }
           const double per_t = std::fabs((plus - minus) - analytic) / (2 * t);

@@ -52,38 +52,12 @@
 #include <vector>
 
 #include "gradcheck/case.hpp"
+#include "gradcheck/verdict.hpp"
 #include "kernels/attention_call.hpp"
 #include "oracle/scalar.hpp"
 #include "precision/metrics.hpp"
 
 namespace fc::gradcheck {
-
-struct VerdictOptions {
-  double rho = 2.0;      // the subject may be this many times worse than the baseline
-  double floor_u = 1.0;  // absolute floor, in units of (u_t + u_acc (sqrt(L) + A)) M (see above)
-};
-
-struct TensorVerdict {
-  std::string tensor;  // "O", "L", "dQ", "dK", "dV", "dQ'", "dK'", "dV'", "ddO"
-  Format format;       // its storage format
-  ErrorMetrics subject;   // subject vs oracle
-  ErrorMetrics baseline;  // baseline vs oracle
-  double floor = 0;
-  double ratio = 0;       // subject.max_abs / max(baseline.max_abs, floor)
-  bool baseline_usable = true;  // false when the baseline itself overflowed (the case is then discarded)
-  // false when the floor is at least a quarter of the largest exact value: the rule would then accept
-  // answers that are plainly wrong (even all zeros), so the tensor's pass says little (heavy
-  // cancellation: the exact values far below the terms they are summed from). Counted, not hidden.
-  bool discriminating = true;
-  bool pass = false;
-};
-
-struct PropertyCheck {
-  std::string name;
-  bool pass = true;
-  bool skipped = false;
-  std::string detail;  // the figure, or why it failed or was skipped
-};
 
 struct CaseReport {
   Case c;

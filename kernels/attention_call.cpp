@@ -29,6 +29,14 @@ TensorView contiguous_view(void* data, Format format, std::array<std::int64_t, 4
   return {data, format, shape, {shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1}};
 }
 
+void Subject::run(Op, const AttentionCall&) {
+  throw SubjectError(info().name + " is an " + std::string(name(info().family)) + " subject; it takes no attention call");
+}
+
+void Subject::run_attnres(Op, const AttnResCall&) {
+  throw SubjectError(info().name + " is an " + std::string(name(info().family)) + " subject; it takes no AttnRes call");
+}
+
 void Subject::set_option(const std::string& name, const std::string&) {
   throw SubjectError(info().name + ": no option '" + name + "'" + (info().options.empty() ? " (it has none)" : ""));
 }
@@ -48,20 +56,20 @@ namespace {
 
 [[noreturn]] void fail(const SubjectInfo& info, const std::string& why) { throw SubjectError(info.name + ": " + why); }
 
-void check_tensor(const SubjectInfo& info, const char* what, const TensorView& t, std::array<std::int64_t, 4> shape,
-                  Format format) {
-  if (t.empty()) fail(info, std::string(what) + " is missing");
+}  // namespace
+
+void validate_tensor(const SubjectInfo& info, const std::string& what, const TensorView& t, std::array<std::int64_t, 4> shape,
+                     Format format) {
+  if (t.empty()) fail(info, what + " is missing");
   if (t.shape != shape) {
-    fail(info, std::string(what) + " has shape [" + std::to_string(t.shape[0]) + ", " + std::to_string(t.shape[1]) + ", " +
+    fail(info, what + " has shape [" + std::to_string(t.shape[0]) + ", " + std::to_string(t.shape[1]) + ", " +
                    std::to_string(t.shape[2]) + ", " + std::to_string(t.shape[3]) + "], expected [" + std::to_string(shape[0]) +
                    ", " + std::to_string(shape[1]) + ", " + std::to_string(shape[2]) + ", " + std::to_string(shape[3]) + "]");
   }
   if (t.format != format) {
-    fail(info, std::string(what) + " is " + std::string(fc::name(t.format)) + ", the policy says " + std::string(fc::name(format)));
+    fail(info, what + " is " + std::string(fc::name(t.format)) + ", the policy says " + std::string(fc::name(format)));
   }
 }
-
-}  // namespace
 
 void validate_policy(const SubjectInfo& info, const PrecisionPolicy& p) {
   if (!info.supports(p.format(Role::q))) fail(info, "does not support format " + std::string(fc::name(p.format(Role::q))));
@@ -93,30 +101,30 @@ void validate_call(const SubjectInfo& info, Op op, const AttentionCall& c) {
   const AttentionShape& s = c.shape;
   const std::int64_t B = s.batch, Hq = s.heads_q, Hkv = s.heads_kv, Nq = s.seq_q, Nk = s.seq_k, d = s.head_dim, dv = s.head_dim_v;
   const PrecisionPolicy& p = c.policy;
-  check_tensor(info, "Q", c.q, {B, Hq, Nq, d}, p.format(Role::q));
-  check_tensor(info, "K", c.k, {B, Hkv, Nk, d}, p.format(Role::k));
-  check_tensor(info, "V", c.v, {B, Hkv, Nk, dv}, p.format(Role::v));
+  validate_tensor(info, "Q", c.q, {B, Hq, Nq, d}, p.format(Role::q));
+  validate_tensor(info, "K", c.k, {B, Hkv, Nk, d}, p.format(Role::k));
+  validate_tensor(info, "V", c.v, {B, Hkv, Nk, dv}, p.format(Role::v));
   if (op == Op::fwd) {
-    check_tensor(info, "output O", c.out_o, {B, Hq, Nq, dv}, p.format(Role::o));
-    if (info.returns_lse) check_tensor(info, "output L", c.out_lse, {B, Hq, Nq, 1}, p.format(Role::stats));
+    validate_tensor(info, "output O", c.out_o, {B, Hq, Nq, dv}, p.format(Role::o));
+    if (info.returns_lse) validate_tensor(info, "output L", c.out_lse, {B, Hq, Nq, 1}, p.format(Role::stats));
     return;
   }
-  check_tensor(info, "dO", c.dout, {B, Hq, Nq, dv}, p.format(Role::dout));
-  check_tensor(info, "O", c.o, {B, Hq, Nq, dv}, p.format(Role::o));
-  if (info.returns_lse) check_tensor(info, "L", c.lse, {B, Hq, Nq, 1}, p.format(Role::stats));
+  validate_tensor(info, "dO", c.dout, {B, Hq, Nq, dv}, p.format(Role::dout));
+  validate_tensor(info, "O", c.o, {B, Hq, Nq, dv}, p.format(Role::o));
+  if (info.returns_lse) validate_tensor(info, "L", c.lse, {B, Hq, Nq, 1}, p.format(Role::stats));
   if (op == Op::bwd) {
-    check_tensor(info, "output dQ", c.dq, {B, Hq, Nq, d}, p.format(Role::grad));
-    check_tensor(info, "output dK", c.dk, {B, Hkv, Nk, d}, p.format(Role::grad));
-    check_tensor(info, "output dV", c.dv, {B, Hkv, Nk, dv}, p.format(Role::grad));
+    validate_tensor(info, "output dQ", c.dq, {B, Hq, Nq, d}, p.format(Role::grad));
+    validate_tensor(info, "output dK", c.dk, {B, Hkv, Nk, d}, p.format(Role::grad));
+    validate_tensor(info, "output dV", c.dv, {B, Hkv, Nk, dv}, p.format(Role::grad));
     return;
   }
-  check_tensor(info, "ddQ", c.ddq, {B, Hq, Nq, d}, p.format(Role::dout));
-  check_tensor(info, "ddK", c.ddk, {B, Hkv, Nk, d}, p.format(Role::dout));
-  check_tensor(info, "ddV", c.ddv, {B, Hkv, Nk, dv}, p.format(Role::dout));
-  check_tensor(info, "output dQ'", c.dq2, {B, Hq, Nq, d}, p.format(Role::grad));
-  check_tensor(info, "output dK'", c.dk2, {B, Hkv, Nk, d}, p.format(Role::grad));
-  check_tensor(info, "output dV'", c.dv2, {B, Hkv, Nk, dv}, p.format(Role::grad));
-  check_tensor(info, "output ddO", c.ddo, {B, Hq, Nq, dv}, p.format(Role::grad));
+  validate_tensor(info, "ddQ", c.ddq, {B, Hq, Nq, d}, p.format(Role::dout));
+  validate_tensor(info, "ddK", c.ddk, {B, Hkv, Nk, d}, p.format(Role::dout));
+  validate_tensor(info, "ddV", c.ddv, {B, Hkv, Nk, dv}, p.format(Role::dout));
+  validate_tensor(info, "output dQ'", c.dq2, {B, Hq, Nq, d}, p.format(Role::grad));
+  validate_tensor(info, "output dK'", c.dk2, {B, Hkv, Nk, d}, p.format(Role::grad));
+  validate_tensor(info, "output dV'", c.dv2, {B, Hkv, Nk, dv}, p.format(Role::grad));
+  validate_tensor(info, "output ddO", c.ddo, {B, Hq, Nq, dv}, p.format(Role::grad));
 }
 
 }  // namespace fc::kernels

@@ -120,13 +120,17 @@ struct SubjectError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+struct AttnResCall;  // attnres_call.hpp
+
 class Subject {
  public:
   virtual ~Subject() = default;
   virtual const SubjectInfo& info() const = 0;
   // Throws SubjectError (or std::invalid_argument) with a clear message; never returns a wrong answer
-  // for an input it did not reject.
-  virtual void run(Op op, const AttentionCall& call) = 0;
+  // for an input it did not reject. Attention subjects implement run, AttnRes subjects run_attnres;
+  // the other one refuses (SubjectError naming the family).
+  virtual void run(Op op, const AttentionCall& call);
+  virtual void run_attnres(Op op, const AttnResCall& call);
   // Sets a declared option (info().options then shows the new value); throws SubjectError for an
   // unknown name or a bad value.
   virtual void set_option(const std::string& name, const std::string& value);
@@ -142,5 +146,9 @@ void validate_call(const SubjectInfo& info, Op op, const AttentionCall& call);
 // rounding), and the problem (op, shape, mask, scale).
 void validate_policy(const SubjectInfo& info, const PrecisionPolicy& policy);
 void validate_problem(const SubjectInfo& info, Op op, const AttentionShape& shape, Mask mask, double scale);
+// One tensor of a call: present, of this logical shape and format; SubjectError "<subject>: <what> ..."
+// otherwise.
+void validate_tensor(const SubjectInfo& info, const std::string& what, const TensorView& t, std::array<std::int64_t, 4> shape,
+                     Format format);
 
 }  // namespace fc::kernels

@@ -1,5 +1,6 @@
 #include "kernels/builtin_subjects.hpp"
 
+#include "kernels/cpu/attnres.hpp"
 #include "kernels/cpu/fa1.hpp"
 #include "kernels/cpu/flash_attention.hpp"
 #include "kernels/cpu/hog.hpp"
@@ -16,6 +17,7 @@ std::vector<std::unique_ptr<Subject>> make_builtin_subjects() {
   subjects.push_back(cpu::make_cpu_fa4_emulated());
   subjects.push_back(cpu::make_cpu_hog());
   subjects.push_back(cpu::make_cpu_hog_two_pass());
+  subjects.push_back(cpu::make_cpu_attnres());
   return subjects;
 }
 

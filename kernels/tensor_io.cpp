@@ -1,11 +1,13 @@
 #include "kernels/tensor_io.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <type_traits>
 
 #include "precision/half.hpp"
+#include "precision/row_scale.hpp"
 
 namespace fc::kernels {
 namespace {
@@ -57,7 +59,49 @@ void write_impl(const TensorView& t, std::span<const X> values, Rounding mode, R
   });
 }
 
+template <class X>
+std::vector<X> read_rows_impl(const TensorView& t, const TensorView& scale) {
+  std::vector<X> out(static_cast<std::size_t>(t.elements()));
+  for_each_element(t, [&](std::int64_t i, std::int64_t off, std::int64_t b, std::int64_t h, std::int64_t n, std::int64_t) {
+    const double x = load(t, off);
+    // x * scale is exact: the scale is a power of two and the product within the wider format's range
+    out[static_cast<std::size_t>(i)] = static_cast<X>(scale.empty() ? x : x * load(scale, scale.offset(b, h, n, 0)));
+  });
+  return out;
+}
+
+template <class X>
+void write_rows_impl(const TensorView& t, const TensorView& scale, std::span<const X> values, Rounding mode, RandomStream stream) {
+  if (scale.empty()) return write_impl(t, values, mode, stream);
+  if (static_cast<std::int64_t>(values.size()) != t.elements() || scale.shape[3] != 1 || scale.elements() * t.shape[3] != t.elements()) {
+    throw std::invalid_argument("write_rows_from: values, tensor and row scales do not match");
+  }
+  const std::size_t width = static_cast<std::size_t>(t.shape[3]);
+  std::vector<X> scaled(values.size());
+  std::vector<double> scales(values.size() / std::max<std::size_t>(width, 1));
+  for (std::size_t r = 0; r < scales.size(); ++r) {
+    double row_max = 0;
+    for (std::size_t c = 0; c < width; ++c) {
+      const double x = std::fabs(static_cast<double>(values[r * width + c]));
+      if (std::isfinite(x)) row_max = std::max(row_max, x);
+    }
+    scales[r] = fc::fp16_row_scale(row_max);
+    for (std::size_t c = 0; c < width; ++c) scaled[r * width + c] = static_cast<X>(values[r * width + c] / scales[r]);  // exact
+  }
+  write_impl(scale, std::span<const double>(scales), Rounding::nearest_even, {});
+  write_impl(t, std::span<const X>(scaled), mode, stream);
+}
+
 }  // namespace
+
+std::vector<double> read_rows_as_double(const TensorView& t, const TensorView& scale) { return read_rows_impl<double>(t, scale); }
+std::vector<float> read_rows_as_float(const TensorView& t, const TensorView& scale) { return read_rows_impl<float>(t, scale); }
+void write_rows_from(const TensorView& t, const TensorView& scale, std::span<const double> values, Rounding mode, RandomStream stream) {
+  write_rows_impl(t, scale, values, mode, stream);
+}
+void write_rows_from(const TensorView& t, const TensorView& scale, std::span<const float> values, Rounding mode, RandomStream stream) {
+  write_rows_impl(t, scale, values, mode, stream);
+}
 
 std::vector<double> read_as_double(const TensorView& t) {
   std::vector<double> out(static_cast<std::size_t>(t.elements()));

@@ -22,6 +22,17 @@ std::vector<float> read_as_float(const TensorView& t);
 void write_from(const TensorView& t, std::span<const double> values, Rounding mode, RandomStream stream = {});
 void write_from(const TensorView& t, std::span<const float> values, Rounding mode, RandomStream stream = {});
 
+// Rows with per-row scales (precision/row_scale.hpp; AttnRes's fp16 storage): row r of t (its last
+// dimension) holds x / scale[r]. With an empty `scale` these are read_as_* and write_from. The write
+// picks each row's scale from its largest finite magnitude (fp16_row_scale), stores it in `scale`
+// (fp32), and rounds x / scale with the word of the element's logical index.
+std::vector<double> read_rows_as_double(const TensorView& t, const TensorView& scale);
+std::vector<float> read_rows_as_float(const TensorView& t, const TensorView& scale);
+void write_rows_from(const TensorView& t, const TensorView& scale, std::span<const double> values, Rounding mode,
+                     RandomStream stream = {});
+void write_rows_from(const TensorView& t, const TensorView& scale, std::span<const float> values, Rounding mode,
+                     RandomStream stream = {});
+
 // Throws SubjectError("<who>: <what> contains a non-finite value at [b, h, n, c]") if it does.
 void require_finite(const TensorView& t, const std::string& who, const std::string& what);
 

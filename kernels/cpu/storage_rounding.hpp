@@ -7,6 +7,7 @@
 
 #include "precision/format.hpp"
 #include "precision/half.hpp"
+#include "precision/philox.hpp"
 #include "precision/rounding.hpp"
 
 namespace fc::kernels::cpu {
@@ -23,6 +24,29 @@ inline void round_to_storage(A* x, std::size_t n, Format f) {
     case Format::fp32:
       if constexpr (sizeof(A) > sizeof(float)) {
         for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<A>(static_cast<float>(x[i]));
+      }
+      return;
+    case Format::fp64: return;
+  }
+}
+
+// The same for an intermediate one kernel stores and the next reads back (AttnRes's dO between its
+// phase-2 and phase-1 backward kernels): rounded as outputs are, per the policy's mode, the random word
+// of element i from `stream`.
+template <class A>
+inline void round_to_storage(A* x, std::size_t n, Format f, Rounding mode, RandomStream stream) {
+  if (mode == Rounding::nearest_even) return round_to_storage(x, n, f);
+  const auto word = [&](std::size_t i) { return mode == Rounding::stochastic ? stream.word(i) : 0u; };
+  switch (f) {
+    case Format::bf16:
+      for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<A>(to_float(round_to<bf16>(x[i], mode, word(i))));
+      return;
+    case Format::fp16:
+      for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<A>(to_float(round_to<fp16>(x[i], mode, word(i))));
+      return;
+    case Format::fp32:
+      if constexpr (sizeof(A) > sizeof(float)) {
+        for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<A>(round_to<float>(static_cast<double>(x[i]), mode, word(i)));
       }
       return;
     case Format::fp64: return;
