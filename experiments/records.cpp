@@ -65,18 +65,28 @@ nlohmann::json metrics(const ErrorMetrics& m) {
 
 nlohmann::json check_record(const gradcheck::CaseReport& r, const std::string& subject, const std::string& device) {
   nlohmann::json j = record_header("check", device);
-  const auto& s = r.c.shape;
   j["subject"] = subject;
+  j["family"] = std::string(kernels::name(r.family));
   j["op"] = std::string(kernels::name(r.op));
-  j["policy"] = r.c.policy.to_string();
-  j["dtype"] = std::string(name(r.c.policy.format(Role::q)));
-  j["shape"] = {{"B", s.batch}, {"Hq", s.heads_q}, {"Hkv", s.heads_kv}, {"Nq", s.seq_q}, {"Nk", s.seq_k}, {"d", s.head_dim}, {"dv", s.head_dim_v}};
-  j["mask"] = std::string(kernels::name(r.c.mask));
-  j["scale"] = r.c.scale;
-  j["inputs"] = r.c.inputs.to_string();
-  j["layout"] = std::string(gradcheck::name(r.c.layout));
-  j["seed"] = r.c.seed;
-  j["case"] = r.c.to_string();
+  j["policy"] = r.policy().to_string();
+  j["dtype"] = std::string(name(r.policy().format(r.family == kernels::Family::attention ? Role::q : Role::v)));
+  if (r.family == kernels::Family::attention) {
+    const auto& s = r.c.shape;
+    j["shape"] = {{"B", s.batch}, {"Hq", s.heads_q}, {"Hkv", s.heads_kv}, {"Nq", s.seq_q}, {"Nk", s.seq_k}, {"d", s.head_dim}, {"dv", s.head_dim_v}};
+    j["mask"] = std::string(kernels::name(r.c.mask));
+    j["scale"] = r.c.scale;
+    j["inputs"] = r.c.inputs.to_string();
+    j["layout"] = std::string(gradcheck::name(r.c.layout));
+    j["seed"] = r.c.seed;
+  } else {
+    const auto& s = r.attnres.shape;
+    j["shape"] = {{"N", s.sources}, {"B", s.batch}, {"T", s.tokens}, {"D", s.dim}, {"S", s.layers}};
+    j["eps"] = s.eps;
+    j["mask"] = "none";
+    j["inputs"] = r.attnres.inputs.to_string();
+    j["seed"] = r.attnres.seed;
+  }
+  j["case"] = r.case_text();
   j["oracle"] = std::string(oracle::name(r.oracle_type));
   j["rho"] = r.options.rho;
   j["floor_u"] = r.options.floor_u;

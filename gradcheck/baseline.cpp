@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "precision/convert.hpp"
 #include "precision/half.hpp"
 #include "precision/rounding.hpp"
 
@@ -69,15 +70,6 @@ class Baseline {
   std::vector<A> scaled(const Tensor& t, A factor) const {
     std::vector<A> x = get(t);
     for (A& e : x) e = rnd(e * factor);
-    return x;
-  }
-  static A round_to_format(A x, Format f) {
-    switch (f) {
-      case Format::bf16: return static_cast<A>(to_float(round_to<bf16>(x, Rounding::nearest_even)));
-      case Format::fp16: return static_cast<A>(to_float(round_to<fp16>(x, Rounding::nearest_even)));
-      case Format::fp32: return static_cast<A>(static_cast<float>(x));
-      case Format::fp64: return x;
-    }
     return x;
   }
   A rnd(A x) const { return round_to_format(x, t_); }

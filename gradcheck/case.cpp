@@ -33,9 +33,7 @@ std::string Case::to_string() const {
   return s.str();
 }
 
-namespace {
-
-int positive_int(const std::string& v) {
+int positive_int_field(const std::string& v) {
   std::size_t used = 0;
   const int x = std::stoi(v, &used);
   if (used != v.size() || x < 1) throw std::invalid_argument("'" + v + "' is not a positive integer");
@@ -43,7 +41,7 @@ int positive_int(const std::string& v) {
 }
 
 // The whole token, finite ("0.5x", "inf", "nan" are refused).
-double finite_double(const std::string& v) {
+double finite_field(const std::string& v) {
   std::size_t used = 0;
   const double x = std::stod(v, &used);
   if (used != v.size() || !std::isfinite(x)) throw std::invalid_argument("'" + v + "' is not a finite number");
@@ -51,14 +49,24 @@ double finite_double(const std::string& v) {
 }
 
 // Digits only: std::stoull would take "-1" as 2^64 - 1.
-std::uint64_t unsigned_int(const std::string& v) {
+std::uint64_t unsigned_field(const std::string& v) {
   if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos) {
     throw std::invalid_argument("'" + v + "' is not a non-negative integer");
   }
   return std::stoull(v);
 }
 
-}  // namespace
+InputDistribution InputDistribution::parse(const std::string& value) {
+  if (value.rfind("normal:", 0) == 0) {
+    const InputDistribution d{Distribution::normal, finite_field(value.substr(7))};
+    if (!(d.sigma > 0)) throw std::invalid_argument("normal sigma must be > 0");
+    return d;
+  }
+  if (value == "outliers") return {Distribution::outliers, 1.0};
+  if (value == "onehot") return {Distribution::onehot, 1.0};
+  if (value == "uniform") return {Distribution::uniform, 1.0};
+  throw std::invalid_argument("unknown inputs '" + value + "' (normal:SIGMA, outliers, onehot, uniform)");
+}
 
 Case Case::parse(std::string_view text) {
   Case c;
@@ -71,15 +79,15 @@ Case Case::parse(std::string_view text) {
     const std::string key = token.substr(0, eq), value = token.substr(eq + 1);
     try {
       kernels::AttentionShape& s = c.shape;
-      if (key == "B") s.batch = positive_int(value);
-      else if (key == "Hq") s.heads_q = positive_int(value);
-      else if (key == "Hkv") s.heads_kv = positive_int(value);
-      else if (key == "Nq") s.seq_q = positive_int(value);
-      else if (key == "Nk") s.seq_k = positive_int(value);
-      else if (key == "d") s.head_dim = positive_int(value);
-      else if (key == "dv") s.head_dim_v = positive_int(value);
-      else if (key == "scale") c.scale = finite_double(value);
-      else if (key == "seed") c.seed = unsigned_int(value);
+      if (key == "B") s.batch = positive_int_field(value);
+      else if (key == "Hq") s.heads_q = positive_int_field(value);
+      else if (key == "Hkv") s.heads_kv = positive_int_field(value);
+      else if (key == "Nq") s.seq_q = positive_int_field(value);
+      else if (key == "Nk") s.seq_k = positive_int_field(value);
+      else if (key == "d") s.head_dim = positive_int_field(value);
+      else if (key == "dv") s.head_dim_v = positive_int_field(value);
+      else if (key == "scale") c.scale = finite_field(value);
+      else if (key == "seed") c.seed = unsigned_field(value);
       else if (key == "policy") c.policy = PrecisionPolicy::parse(value);
       else if (key == "mask") {
         if (value == "none") c.mask = kernels::Mask::none;
@@ -91,13 +99,7 @@ Case Case::parse(std::string_view text) {
         else if (value == "bnhd") c.layout = Layout::bnhd;
         else throw std::invalid_argument("unknown layout '" + value + "' (bhnd, bnhd)");
       } else if (key == "inputs") {
-        if (value.rfind("normal:", 0) == 0) {
-          c.inputs = {Distribution::normal, finite_double(value.substr(7))};
-          if (!(c.inputs.sigma > 0)) throw std::invalid_argument("normal sigma must be > 0");
-        } else if (value == "outliers") c.inputs = {Distribution::outliers, 1.0};
-        else if (value == "onehot") c.inputs = {Distribution::onehot, 1.0};
-        else if (value == "uniform") c.inputs = {Distribution::uniform, 1.0};
-        else throw std::invalid_argument("unknown inputs '" + value + "' (normal:SIGMA, outliers, onehot, uniform)");
+        c.inputs = InputDistribution::parse(value);
       } else {
         throw std::invalid_argument("unknown key");
       }

@@ -23,6 +23,7 @@ struct InputDistribution {
   Distribution kind = Distribution::normal;
   double sigma = 1.0;  // normal only
   std::string to_string() const;  // "normal:1", "outliers", "onehot", "uniform"
+  static InputDistribution parse(const std::string& text);  // throws std::invalid_argument
 };
 
 // Memory order of every [B, H, N, D] tensor passed to the subject: contiguous B, H, N, D, or
@@ -44,5 +45,10 @@ struct Case {
   // Throws std::invalid_argument naming the field at fault.
   static Case parse(std::string_view text);
 };
+
+// Field parsers shared by the case texts (throw std::invalid_argument saying what was wrong).
+int positive_int_field(const std::string& v);
+double finite_field(const std::string& v);      // the whole token, finite
+std::uint64_t unsigned_field(const std::string& v);  // digits only
 
 }  // namespace fc::gradcheck

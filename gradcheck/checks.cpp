@@ -145,6 +145,8 @@ std::vector<double> along(const std::vector<double>& x, double t, const std::vec
 
 }  // namespace
 
+std::string CaseReport::case_text() const { return family == kernels::Family::attention ? c.to_string() : attnres.to_string(); }
+
 std::string CaseReport::summary() const {
   std::ostringstream s;
   if (!error.empty()) s << "  subject error: " << error << "\n";
@@ -211,7 +213,7 @@ CaseReport check_case(kernels::Subject& subject, const Case& c, Op op, const Ver
   // log-sum-exp, P = exp(S - L): S and L each carry a relative rounding, |S| + |L| <= 2 max|S| + ln Nk,
   // so A = 2 (1 + the largest logit magnitude) + ln Nk (see checks.hpp).
   const double logit_noise = 2 * (1 + mag.logit_max) + std::log(std::max(1.0, static_cast<double>(sh.seq_k)));
-  const double noise_unit = unit_roundoff(c.policy.format(Role::q)) +
+  const double noise_unit = storage_noise(c.policy.rounding, unit_roundoff(c.policy.format(Role::q))) +
                             unit_roundoff(c.policy.accumulate) * (std::sqrt(chain) + logit_noise);
   const auto judge = [&](const auto& reference) {
     for (std::size_t i = 0; i < out.tensors.size() && r.discarded.empty(); ++i) {  // beyond the format's range: no verdict

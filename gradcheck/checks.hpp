@@ -51,6 +51,7 @@
 #include <string>
 #include <vector>
 
+#include "gradcheck/attnres_case.hpp"
 #include "gradcheck/case.hpp"
 #include "gradcheck/verdict.hpp"
 #include "kernels/attention_call.hpp"
@@ -60,7 +61,9 @@
 namespace fc::gradcheck {
 
 struct CaseReport {
-  Case c;
+  kernels::Family family = kernels::Family::attention;
+  Case c;               // the case, for an attention subject
+  AttnResCase attnres;  // the case, for an AttnRes subject (attnres_checks.hpp)
   kernels::Op op = kernels::Op::fwd;
   oracle::OracleType oracle_type = oracle::OracleType::fp64;
   VerdictOptions options;
@@ -74,8 +77,14 @@ struct CaseReport {
   int weak_tensors = 0;    // tensors whose verdict is not discriminating
   double seconds = 0;
   std::string summary() const;  // one line per failing item
+  std::string case_text() const;  // the case's text form, whichever family
+  const PrecisionPolicy& policy() const { return family == kernels::Family::attention ? c.policy : attnres.policy; }
 };
 
 CaseReport check_case(kernels::Subject& subject, const Case& c, kernels::Op op, const VerdictOptions& options);
+
+// A case given as text (a reproduce command, a corpus line), parsed as the subject's family's case
+// (Case or AttnResCase) and checked. Throws std::invalid_argument for a malformed text.
+CaseReport check_case_text(kernels::Subject& subject, const std::string& text, kernels::Op op, const VerdictOptions& options);
 
 }  // namespace fc::gradcheck

@@ -50,6 +50,36 @@ rc::Gen<Case> case_generator(const kernels::SubjectInfo& info, const PrecisionPo
   });
 }
 
+rc::Gen<AttnResCase> attnres_case_generator(const kernels::SubjectInfo& info, const PrecisionPolicy& policy,
+                                            const GeneratorLimits& limits) {
+  const int max_tokens = info.max_seq > 0 ? std::min(info.max_seq, limits.max_seq) : limits.max_seq;
+  std::vector<int> dims;
+  for (int d : {1, 2, 3, 4, 5, 7, 8, 12, 16, 24, 40, 64, 72, 128, 256, 512}) {
+    if (d <= std::min(info.max_head_dim, std::max(limits.max_head_dim, 8)) && info.supports_head_dim(d)) dims.push_back(d);
+  }
+  if (dims.empty()) dims = {info.head_dims.empty() ? 1 : info.head_dims.front()};
+  // rows beyond fp16's range only where the values' format holds them (bf16, fp32, fp64)
+  const bool wide_values = policy.format(Role::v) != Format::fp16;
+  return rc::gen::exec([=] {
+    AttnResCase c;
+    c.policy = policy;
+    c.shape.sources = *rc::gen::inRange(1, 9);
+    c.shape.batch = *rc::gen::inRange(1, 3);
+    c.shape.tokens = *sequence_lengths(max_tokens);
+    c.shape.dim = *rc::gen::elementOf(dims);
+    c.shape.layers = *rc::gen::inRange(1, 5);
+    c.shape.eps = *rc::gen::weightedElement<double>({{6, 1e-6}, {1, 1e-5}, {1, 1e-3}});
+    c.inputs = *rc::gen::weightedElement<InputDistribution>({{6, {Distribution::normal, 1.0}},
+                                                               {1, {Distribution::outliers, 1.0}},
+                                                               {1, {Distribution::onehot, 1.0}},
+                                                               {1, {Distribution::uniform, 1.0}},
+                                                               {1, {Distribution::normal, wide_values ? 1048576.0 : 256.0}},
+                                                               {1, {Distribution::normal, 0.0009765625}}});
+    c.seed = *rc::gen::arbitrary<std::uint64_t>();
+    return c;
+  });
+}
+
 int case_size(int index, int cases) {
   const int ramp = std::max(1, cases / 5);
   return std::min(100, index * 100 / ramp);

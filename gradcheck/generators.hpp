@@ -6,6 +6,7 @@
 
 #include <rapidcheck.h>
 
+#include "gradcheck/attnres_case.hpp"
 #include "gradcheck/case.hpp"
 #include "kernels/attention_call.hpp"
 
@@ -21,6 +22,14 @@ struct GeneratorLimits {
 rc::Gen<int> sequence_lengths(int max_len);
 
 rc::Gen<Case> case_generator(const kernels::SubjectInfo& info, const PrecisionPolicy& policy, const GeneratorLimits& limits = {});
+
+// AttnRes cases: N 1..8 sources, B 1..2, T from sequence_lengths (tails of the 64-token tasks
+// included), D from 1..16 and multiples of 8 up to the limit (powers of two and not), S 1..4, eps
+// 1e-6 (or 1e-5, 1e-3), inputs as for attention plus rows beyond fp16's range (sigma 2^20) when the
+// values' format holds them and small ones (sigma 2^-10, where eps matters). Shrinks toward one source,
+// one token, D = 1.
+rc::Gen<AttnResCase> attnres_case_generator(const kernels::SubjectInfo& info, const PrecisionPolicy& policy,
+                                            const GeneratorLimits& limits = {});
 
 // rapidcheck scales ranges by a size from 0 to 100. Runs ramp it over the first fifth of their cases
 // (small, fast cases first), then draw at full size; shrinking takes a failure back to small cases.

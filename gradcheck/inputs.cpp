@@ -18,12 +18,13 @@ double normal_at(const RandomStream& s, std::uint64_t i, std::uint32_t draw) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
 }
 
-std::vector<double> draw(const Case& c, std::uint32_t stream, std::size_t n, double sigma) {
-  const RandomStream s{c.seed, stream};
+std::vector<double> draw(std::uint64_t seed, const InputDistribution& inputs, std::uint32_t stream, std::size_t n, double sigma,
+                         bool with_outliers) {
+  const RandomStream s{seed, stream};
   std::vector<double> x(n);
   for (std::size_t i = 0; i < n; ++i) {
     x[i] = sigma * normal_at(s, i, 0);
-    if (c.inputs.kind == Distribution::outliers && (stream == kStreamQ || stream == kStreamK || stream == kStreamV)) {
+    if (inputs.kind == Distribution::outliers && with_outliers) {
       // + N(0, 100) with probability 0.001
       if (static_cast<double>(s.word(i, 2)) < 0.001 * kTwoTo32) x[i] += 10.0 * normal_at(s, i, 3);
     }
@@ -31,7 +32,34 @@ std::vector<double> draw(const Case& c, std::uint32_t stream, std::size_t n, dou
   return x;
 }
 
+std::vector<double> draw(const Case& c, std::uint32_t stream, std::size_t n, double sigma) {
+  return draw(c.seed, c.inputs, stream, n, sigma, stream == kStreamQ || stream == kStreamK || stream == kStreamV);
+}
+
+constexpr std::uint32_t kStreamValues = 280, kStreamPartial = 281, kStreamQueries = 282, kStreamDh = 283;
+
+std::size_t elements(const std::array<std::int64_t, 4>& sh) { return static_cast<std::size_t>(sh[0] * sh[1] * sh[2] * sh[3]); }
+
 }  // namespace
+
+std::array<std::int64_t, 4> attnres_values_shape(const kernels::AttnResShape& s) { return {s.sources, s.batch, s.tokens, s.dim}; }
+std::array<std::int64_t, 4> attnres_rows_shape(const kernels::AttnResShape& s) { return {s.layers, s.batch, s.tokens, s.dim}; }
+std::array<std::int64_t, 4> attnres_stats_shape(const kernels::AttnResShape& s) { return {s.layers, s.batch, s.tokens, 1}; }
+std::array<std::int64_t, 4> attnres_queries_shape(const kernels::AttnResShape& s) { return {1, 1, s.layers, s.dim}; }
+
+AttnResInputs make_attnres_inputs(const AttnResCase& c) {
+  const PrecisionPolicy& p = c.policy;
+  const kernels::AttnResShape& s = c.shape;
+  AttnResInputs in{Tensor(p.format(Role::v), attnres_values_shape(s), Layout::bhnd), Tensor(p.format(Role::v), attnres_rows_shape(s), Layout::bhnd),
+                   Tensor(p.format(Role::q), attnres_queries_shape(s), Layout::bhnd), Tensor(p.format(Role::dout), attnres_rows_shape(s), Layout::bhnd)};
+  const double sigma = c.inputs.kind == Distribution::normal ? c.inputs.sigma : 1.0;
+  const double logit_sigma = c.inputs.kind == Distribution::onehot ? 16.0 : c.inputs.kind == Distribution::uniform ? 0.01 : 1.0;
+  in.values.assign(draw(c.seed, c.inputs, kStreamValues, elements(attnres_values_shape(s)), sigma, true));
+  in.partial.assign(draw(c.seed, c.inputs, kStreamPartial, elements(attnres_rows_shape(s)), sigma, true));
+  in.queries.assign(draw(c.seed, c.inputs, kStreamQueries, elements(attnres_queries_shape(s)), logit_sigma / std::sqrt(static_cast<double>(s.dim)), false));
+  in.dh.assign(draw(c.seed, c.inputs, kStreamDh, elements(attnres_rows_shape(s)), 1.0, false));
+  return in;
+}
 
 std::vector<double> standard_normal(std::uint64_t seed, std::uint32_t stream, std::size_t n) {
   const RandomStream s{seed, stream};

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "gradcheck/attnres_case.hpp"
 #include "gradcheck/case.hpp"
 #include "gradcheck/tensor.hpp"
 
@@ -17,6 +18,17 @@ struct CaseInputs {
 };
 
 CaseInputs make_inputs(const Case& c);
+
+// AttnRes: values [N, B, T, D], partial [S, B, T, D], queries [1, 1, S, D], dh [S, B, T, D]
+// (attnres_case.hpp says how they are drawn), contiguous, from Philox streams 280..283.
+struct AttnResInputs {
+  Tensor values, partial, queries, dh;
+};
+AttnResInputs make_attnres_inputs(const AttnResCase& c);
+std::array<std::int64_t, 4> attnres_values_shape(const kernels::AttnResShape& s);
+std::array<std::int64_t, 4> attnres_rows_shape(const kernels::AttnResShape& s);     // [S, B, T, D]
+std::array<std::int64_t, 4> attnres_stats_shape(const kernels::AttnResShape& s);    // [S, B, T, 1]
+std::array<std::int64_t, 4> attnres_queries_shape(const kernels::AttnResShape& s);  // [1, 1, S, D]
 
 // n standard normal values from Philox stream `stream` under `seed` (Box-Muller on two words).
 std::vector<double> standard_normal(std::uint64_t seed, std::uint32_t stream, std::size_t n);

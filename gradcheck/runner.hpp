@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 
 #include "gradcheck/checks.hpp"
 #include "gradcheck/generators.hpp"
@@ -25,8 +26,8 @@ struct RunOptions {
 
 struct Failure {
   int case_index = 0;  // 0-based: the number of cases that passed before it
-  Case original;
-  Case minimal;
+  std::string original;  // case texts (Case or AttnResCase, by the subject's family)
+  std::string minimal;
   int shrink_steps = 0;
   CaseReport report;  // of the minimal case
 };
@@ -42,6 +43,8 @@ struct RunSummary {
   std::optional<Failure> failure;
 };
 
+// Cases come from the generator of the subject's family (attention: case_generator and check_case;
+// attnres: attnres_case_generator and check_attnres_case).
 // on_case sees every case's report as it completes (the shrinking steps' too are not reported).
 RunSummary run_cases(kernels::Subject& subject, const RunOptions& options,
                      const std::function<void(const CaseReport&)>& on_case = {});

@@ -84,6 +84,13 @@ PropertyCheck additivity(const Outputs& ga, const Outputs& gb, const Outputs& gc
                          const std::vector<std::vector<double>>& mb, const std::vector<std::vector<double>>& mc, double bound,
                          double underflow);
 
+// The floor's storage term, in units of M: u_t (one rounding of a stored intermediate at another point
+// than the baseline's) under round-to-nearest. Under stochastic rounding 4 u_t: an SR rounding errs by
+// up to a whole ulp (2 u_t), not half of one, and the RN baseline reproduces neither that of the stored
+// intermediate nor that of the output itself (seen: cpu.attnres h at 2.05 times a lucky RN baseline,
+// 2.15 u_t M, with o and h both rounded stochastically).
+inline double storage_noise(Rounding rounding, double u_t) { return rounding == Rounding::stochastic ? 4 * u_t : u_t; }
+
 double largest_finite(const std::vector<double>& x);  // max |x| over finite entries (0 if none)
 
 }  // namespace fc::gradcheck

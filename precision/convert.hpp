@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 
+#include "precision/format.hpp"
 #include "precision/half.hpp"
 #include "precision/philox.hpp"
 #include "precision/rounding.hpp"
@@ -26,5 +27,18 @@ void round_array(std::span<const double> in, std::span<float> out, Rounding mode
 
 void widen_array(std::span<const bf16> in, std::span<float> out);
 void widen_array(std::span<const fp16> in, std::span<float> out);
+
+// One value of type A (float or double) rounded to nearest even in format f, returned as A: what
+// storing it in f and reading it back gives. An identity for formats at least as wide as A.
+template <class A>
+A round_to_format(A x, Format f) {
+  switch (f) {
+    case Format::bf16: return static_cast<A>(to_float(round_to<bf16>(x, Rounding::nearest_even)));
+    case Format::fp16: return static_cast<A>(to_float(round_to<fp16>(x, Rounding::nearest_even)));
+    case Format::fp32: return static_cast<A>(static_cast<float>(x));
+    case Format::fp64: return x;
+  }
+  return x;
+}
 
 }  // namespace fc

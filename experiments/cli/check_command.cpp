@@ -12,6 +12,7 @@
 #include "experiments/cli/commands.hpp"
 #include "experiments/cli/registry_options.hpp"
 #include "experiments/records.hpp"
+#include "gradcheck/attnres_checks.hpp"
 #include "gradcheck/corpus.hpp"
 #include "gradcheck/runner.hpp"
 #include "oracle/ladder.hpp"
@@ -61,7 +62,7 @@ void usage_check(F&& validate) {
 }
 
 void print_case(const gradcheck::CaseReport& r) {
-  std::printf("  case  %s\n  op %s, oracle %s: %s (%.3f s)\n", r.c.to_string().c_str(), std::string(kernels::name(r.op)).c_str(),
+  std::printf("  case  %s\n  op %s, oracle %s: %s (%.3f s)\n", r.case_text().c_str(), std::string(kernels::name(r.op)).c_str(),
               std::string(oracle::name(r.oracle_type)).c_str(), !r.discarded.empty() ? "discarded" : r.pass ? "pass" : "FAIL", r.seconds);
   if (!r.discarded.empty()) std::printf("  discarded: %s\n", r.discarded.c_str());
   if (!r.error.empty()) std::printf("  subject error: %s\n", r.error.c_str());
@@ -86,9 +87,6 @@ int run(const CheckRequest& req) {
     throw std::invalid_argument("--subject: no subject '" + req.subject + "'; known:" + names + " (flashcheck list)");
   }
   const kernels::SubjectInfo& info = subject->info();
-  if (info.family != kernels::Family::attention) {
-    throw std::invalid_argument(info.name + " is an " + std::string(kernels::name(info.family)) + " subject; check covers attention subjects");
-  }
   std::vector<kernels::Op> ops;
   if (req.op == "all") {
     ops = info.ops;
@@ -109,18 +107,26 @@ int run(const CheckRequest& req) {
   // Explicit cases: each run once, reported in full. One outside the subject's declared support is a
   // usage error (exit 2), not a failure of the subject.
   if (!req.case_texts.empty()) {
-    std::vector<gradcheck::Case> cases;
+    // parse and validate every case first: a bad one is a usage error before anything runs
     for (const std::string& text : req.case_texts) {
-      cases.push_back(gradcheck::Case::parse(text));
-      usage_check([&] {
-        kernels::validate_policy(info, cases.back().policy);
-        for (kernels::Op op : ops) kernels::validate_problem(info, op, cases.back().shape, cases.back().mask, cases.back().scale);
-      });
+      if (info.family == kernels::Family::attnres) {
+        const gradcheck::AttnResCase c = gradcheck::AttnResCase::parse(text);
+        usage_check([&] {
+          kernels::validate_policy(info, c.policy);
+          for (kernels::Op op : ops) kernels::validate_attnres_problem(info, op, c.shape);
+        });
+      } else {
+        const gradcheck::Case c = gradcheck::Case::parse(text);
+        usage_check([&] {
+          kernels::validate_policy(info, c.policy);
+          for (kernels::Op op : ops) kernels::validate_problem(info, op, c.shape, c.mask, c.scale);
+        });
+      }
     }
     bool all = true;
-    for (const gradcheck::Case& c : cases) {
+    for (const std::string& text : req.case_texts) {
       for (kernels::Op op : ops) {
-        const gradcheck::CaseReport r = gradcheck::check_case(*subject, c, op, verdict);
+        const gradcheck::CaseReport r = gradcheck::check_case_text(*subject, text, op, verdict);
         print_case(r);
         if (records) records->write(experiments::check_record(r, info.name, device));
         all = all && r.pass;
@@ -179,7 +185,7 @@ int run(const CheckRequest& req) {
           << " failed; shrunk in " << f.shrink_steps << " steps to the minimal case below\n";
       std::printf("\n%s", msg.str().c_str());
       print_case(f.report);
-      std::string repro = "flashcheck check --subject " + info.name + " --op " + std::string(kernels::name(op)) + " --case " + quote(f.minimal.to_string());
+      std::string repro = "flashcheck check --subject " + info.name + " --op " + std::string(kernels::name(op)) + " --case " + quote(f.minimal);
       for (const std::string& p : req.plugins) repro += " --plugin " + p;
       // the verdict's parameters when not the defaults, so the reproduction judges the same way
       const gradcheck::VerdictOptions defaults;
@@ -206,7 +212,7 @@ int run(const CheckRequest& req) {
 
 void add_check_command(CLI::App& app) {
   auto req = std::make_shared<CheckRequest>();
-  CLI::App* cmd = app.add_subcommand("check", "Check a subject against the oracle on generated cases (fwd, bwd, bwdbwd)");
+  CLI::App* cmd = app.add_subcommand("check", "Check a subject (attention or AttnRes) against the oracle on generated cases (fwd, bwd, bwdbwd)");
   cmd->add_option("--subject", req->subject, "Subject name (flashcheck list)")->required();
   cmd->add_option("--op", req->op, "fwd, bwd, bwdbwd or all (the subject's ops)")->capture_default_str();
   cmd->add_option("--dtype", req->dtypes, "Storage formats, comma-separated or repeated (default: all the subject's)");

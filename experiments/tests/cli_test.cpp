@@ -243,4 +243,38 @@ TEST(Cli, CheckRunsAnExplicitCase) {
   }
 }
 
+// AttnRes subjects go through the same command: generated cases, explicit ones, records, usage errors.
+TEST(Cli, CheckCoversAttnResSubjects) {
+  const CliRun r = flashcheck("check --subject cpu.attnres --policy bf16,o=fp16 --cases 20 --no-corpus");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(last_line(r.output), "check: PASS: 40 of 40 cases passed")) << r.output;
+  const CliRun one = flashcheck("check --subject cpu.attnres --op bwd --case 'N=3 B=1 T=5 D=16 S=2 eps=1e-06 inputs=normal:1048576 "
+                                "policy=bf16,o=fp16,round=sr,seed=2 seed=9'");
+  EXPECT_EQ(one.exit_code, 0) << one.output;
+  for (const char* what : {"d_values", "d_partial", "d_queries", "zero", "homogeneity", "additivity", "determinism"}) {
+    EXPECT_TRUE(contains(one.output, what)) << what << "\n" << one.output;
+  }
+  const CliRun big = flashcheck("check --subject cpu.attnres --case 'N=2 B=1 T=3 D=9000 S=1'");
+  EXPECT_EQ(big.exit_code, 2) << big.output;
+  EXPECT_TRUE(contains(big.output, "unsupported dimension D = 9000")) << big.output;
+  const CliRun attention_case = flashcheck("check --subject cpu.attnres --case 'B=1 Hq=1 Hkv=1 Nq=4 Nk=4 d=8 dv=8'");
+  EXPECT_EQ(attention_case.exit_code, 2) << attention_case.output;
+  EXPECT_TRUE(contains(attention_case.output, "unknown key")) << attention_case.output;
+  const std::string path = "/tmp/flashcheck_cli_test_attnres.jsonl";
+  std::remove(path.c_str());
+  const CliRun rec = flashcheck("check --subject cpu.attnres --op fwd --dtype fp16 --cases 3 --no-corpus --json " + path);
+  EXPECT_EQ(rec.exit_code, 0) << rec.output;
+  std::ifstream in(path);
+  std::string line;
+  int records = 0;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["family"], "attnres");
+    EXPECT_TRUE(j["shape"].contains("S")) << line;
+    EXPECT_TRUE(j["tensors"].contains("h")) << line;
+    ++records;
+  }
+  EXPECT_EQ(records, 3);
+}
+
 }  // namespace
