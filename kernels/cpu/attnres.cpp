@@ -60,7 +60,7 @@ A rms_inverse(const A* x, int D, A eps) {
 }
 
 template <class A>
-A sigmoid_of_difference(A s, A lse) {  // 1 / (1 + exp(lse - s)): 0 or 1 at the extremes, never NaN
+A sigmoid_of_difference(A s, A lse) {  // sigmoid(s - lse) = 1 / (1 + exp(lse - s)): 0 or 1 at the extremes, never NaN
   return A(1) / (A(1) + std::exp(lse - s));
 }
 
@@ -131,16 +131,18 @@ void backward(const AttnResCall& call) {
         const A* ot = &o[p.row(s, t)];
         const A* g = &dh[p.row(s, t)];
         const A ru = rms_inverse(ut, p.D, p.eps), su = ru * dot(ws, ut, p.D);
-        const A beta = sigmoid_of_difference(su, lse[r]);
+        // 1 - beta as a sigmoid of its own, not by subtraction: when beta rounds to 1 (s_u >> lse), 1 - beta
+        // would lose every digit (seen: d_values of a one-source case wrong by 100% of its value in fp32)
+        const A beta = sigmoid_of_difference(su, lse[r]), one_minus_beta = sigmoid_of_difference(lse[r], su);
         A delta = 0;
         for (int c = 0; c < p.D; ++c) delta += g[c] * (ot[c] - ut[c]);
-        const A dl = beta * (A(1) - beta) * delta, dsu = -dl;
+        const A dl = beta * one_minus_beta * delta, dsu = -dl;
         dlse[r] = dl;
         const A coef = su * ru * ru / static_cast<A>(p.D);
         A* dut = &du[p.row(s, t)];
         A* dot_ = &d_o[p.row(s, t)];
         for (int c = 0; c < p.D; ++c) {
-          dot_[c] = (A(1) - beta) * g[c];
+          dot_[c] = one_minus_beta * g[c];
           dut[c] = beta * g[c] + dsu * (ru * ws[c] - coef * ut[c]);
           dw[c] += dsu * ru * ut[c];
         }

@@ -8,7 +8,8 @@
 //     scale), lse in the statistics format.
 //   phase 2 forward: from the stored o and lse: s_u = r_u (w . u), beta = 1 / (1 + exp(lse - s_u)),
 //     h = o + beta (u - o), stored like o.
-//   phase 2 backward: g = dh, do = (1 - beta) g, stored in the gradient format (the phase-1 backward
+//   phase 2 backward: g = dh, do = (1 - beta) g (1 - beta = sigmoid(lse - s_u) evaluated directly, not
+//     by subtraction, which loses every digit when beta rounds to 1), stored in the gradient format (the phase-1 backward
 //     kernel reads it), dlse = beta (1 - beta) g . (o - u) kept in fp32, du = beta g - dlse (r_u w -
 //     s_u r_u^2 u / D), dw += -dlse r_u u.
 //   phase 1 backward: p_i = exp(s_i - lse) from the stored lse, a_i = g . v_i, abar = sum p_i a_i,
