@@ -201,14 +201,7 @@ CaseReport check_attnres_case(kernels::Subject& subject, const AttnResCase& c, O
     r.error = std::string("during the property checks: ") + e.what();
   }
 
-  r.pass = r.error.empty();
-  for (const TensorVerdict& tv : r.tensors) {
-    r.pass = r.pass && tv.pass;
-    r.worst_ratio = std::max(r.worst_ratio, tv.ratio);
-    r.worst_ulp = std::max(r.worst_ulp, tv.subject.max_ulp);
-    r.weak_tensors += tv.discriminating ? 0 : 1;
-  }
-  for (const PropertyCheck& pc : r.properties) r.pass = r.pass && pc.pass;
+  r.conclude();
   return finish();
 }
 

@@ -145,6 +145,17 @@ std::vector<double> along(const std::vector<double>& x, double t, const std::vec
 
 }  // namespace
 
+void CaseReport::conclude() {
+  pass = error.empty();
+  for (const TensorVerdict& v : tensors) {
+    pass = pass && v.pass;
+    worst_ratio = std::max(worst_ratio, v.ratio);
+    worst_ulp = std::max(worst_ulp, v.subject.max_ulp);
+    weak_tensors += v.discriminating ? 0 : 1;
+  }
+  for (const PropertyCheck& p : properties) pass = pass && p.pass;
+}
+
 std::string CaseReport::case_text() const { return family == kernels::Family::attention ? c.to_string() : attnres.to_string(); }
 
 std::string CaseReport::summary() const {
@@ -363,14 +374,7 @@ CaseReport check_case(kernels::Subject& subject, const Case& c, Op op, const Ver
     r.error = std::string("during the property checks: ") + e.what();
   }
 
-  r.pass = r.error.empty();
-  for (const TensorVerdict& v : r.tensors) {
-    r.pass = r.pass && v.pass;
-    r.worst_ratio = std::max(r.worst_ratio, v.ratio);
-    r.worst_ulp = std::max(r.worst_ulp, v.subject.max_ulp);
-    r.weak_tensors += v.discriminating ? 0 : 1;
-  }
-  for (const PropertyCheck& p : r.properties) r.pass = r.pass && p.pass;
+  r.conclude();
   return finish();
 }
 

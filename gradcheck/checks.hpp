@@ -78,6 +78,8 @@ struct CaseReport {
   double seconds = 0;
   std::string summary() const;  // one line per failing item
   std::string case_text() const;  // the case's text form, whichever family
+  // pass, worst_ratio, worst_ulp and weak_tensors from the tensors, properties and error (a judged case)
+  void conclude();
   const PrecisionPolicy& policy() const { return family == kernels::Family::attention ? c.policy : attnres.policy; }
 };
 

@@ -174,14 +174,7 @@ class Fa1Subject final : public Subject {
   const SubjectInfo& info() const override { return info_; }
   void set_option(const std::string& name, const std::string& value) override {
     if (name != "block_q" && name != "block_k") Subject::set_option(name, value);
-    int v = 0;
-    try {
-      v = std::stoi(value);
-    } catch (const std::logic_error&) {
-      v = 0;
-    }
-    if (v < 1 || v > 1024) throw SubjectError(info_.name + ": option " + name + "=" + value + ": a tile size in 1..1024");
-    (name == "block_q" ? bq_ : bk_) = v;
+    (name == "block_q" ? bq_ : bk_) = parse_tile_size(info_, name, value);
     refresh();
   }
   void run(Op op, const AttentionCall& c) override {

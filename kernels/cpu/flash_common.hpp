@@ -7,6 +7,8 @@
 #include <cmath>
 #include <limits>
 #include <numbers>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -60,5 +62,18 @@ struct Problem {
   std::size_t kv_head(int b, int h) const { return static_cast<std::size_t>(b) * Hkv + h / group; }
 };
 
+// A tile-size option's value: an integer in 1..1024, else SubjectError naming the option.
+inline int parse_tile_size(const SubjectInfo& info, const std::string& name, const std::string& value) {
+  int v = 0;
+  try {
+    std::size_t used = 0;
+    v = std::stoi(value, &used);
+    if (used != value.size()) v = 0;
+  } catch (const std::logic_error&) {
+    v = 0;
+  }
+  if (v < 1 || v > 1024) throw SubjectError(info.name + ": option " + name + "=" + value + ": a tile size in 1..1024");
+  return v;
+}
 
 }  // namespace fc::kernels::cpu
