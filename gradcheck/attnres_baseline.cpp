@@ -107,14 +107,7 @@ class Baseline {
   }
   // A row stored as the policy stores o: fp16 through a per-row scale, other formats directly.
   void store_row(A* x, Format f) const {
-    double scale = 1;
-    if (f == Format::fp16) {
-      double row_max = 0;
-      for (int c = 0; c < D_; ++c) {
-        if (std::isfinite(static_cast<double>(x[c]))) row_max = std::max(row_max, std::fabs(static_cast<double>(x[c])));
-      }
-      scale = fp16_row_scale(row_max);
-    }
+    const double scale = f == Format::fp16 ? fp16_row_scale_of(x, static_cast<std::size_t>(D_)) : 1.0;
     for (int c = 0; c < D_; ++c) x[c] = static_cast<A>(round_to_format(static_cast<A>(x[c] / scale), f) * scale);
   }
   std::vector<double> out(const std::vector<A>& x) const {

@@ -140,32 +140,14 @@ CaseReport check_attnres_case(kernels::Subject& subject, const AttnResCase& c, O
   const PrecisionPolicy& p = c.policy;
   const double u_t = std::max({unit_roundoff(p.format(Role::v)), unit_roundoff(p.format(Role::o)), unit_roundoff(p.format(Role::grad))});
   const double logit_noise = 2 * (1 + mag.logit_max) + std::log(s.sources + 1.0);
-  const auto judge = [&](const auto& reference) {
-    for (std::size_t i = 0; i < out.tensors.size() && r.discarded.empty(); ++i) {
-      r.discarded = outside_range(out.tensors[i].name, out.tensors[i].range_format(), reference[i]);
-    }
-    if (!r.discarded.empty()) return;
-    for (std::size_t i = 0; i < out.tensors.size(); ++i) {
-      const Output& o = out.tensors[i];
-      const double noise_unit = storage_noise(p.rounding, u_t) + unit_roundoff(p.accumulate) * (std::sqrt(chains[i]) + logit_noise);
-      r.tensors.push_back(verdict(o.name, o.format(), o.values(), base_values[i], reference[i], scales[i], noise_unit, options));
-    }
-  };
-  if (r.oracle_type == oracle::OracleType::fp64) {
-    judge(oracle_values<double>(c, in, in.dh, op));
-  } else {
-    judge(oracle_values<oracle::quad>(c, in, in.dh, op));
+  std::vector<double> noise_units;
+  for (double chain_length : chains) {
+    noise_units.push_back(storage_noise(p.rounding, u_t) + unit_roundoff(p.accumulate) * (std::sqrt(chain_length) + logit_noise));
   }
-  for (const TensorVerdict& tv : r.tensors) {
-    if (!tv.baseline_usable && r.discarded.empty()) {
-      r.discarded = "the same-format baseline overflows " + std::string(name(tv.format)) + " in " + tv.tensor +
-                    " (the case is beyond the format's working range)";
-    }
-  }
-  if (!r.discarded.empty()) {
-    r.pass = true;
-    return finish();
-  }
+  const bool judged = r.oracle_type == oracle::OracleType::fp64
+                          ? judge_outputs(r, out, oracle_values<double>(c, in, in.dh, op), base_values, scales, noise_units)
+                          : judge_outputs(r, out, oracle_values<oracle::quad>(c, in, in.dh, op), base_values, scales, noise_units);
+  if (!judged) return finish();
 
   try {
     if (subject.info().deterministic) {

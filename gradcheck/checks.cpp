@@ -145,6 +145,36 @@ std::vector<double> along(const std::vector<double>& x, double t, const std::vec
 
 }  // namespace
 
+template <class T>
+bool judge_outputs(CaseReport& r, const Outputs& out, const std::vector<std::vector<T>>& reference,
+                   const std::vector<std::vector<double>>& baseline, const std::vector<double>& magnitudes,
+                   const std::vector<double>& noise_units) {
+  for (std::size_t i = 0; i < out.tensors.size() && r.discarded.empty(); ++i) {  // beyond the format's range: no verdict
+    r.discarded = outside_range(out.tensors[i].name, out.tensors[i].range_format(), reference[i]);
+  }
+  if (r.discarded.empty()) {
+    for (std::size_t i = 0; i < out.tensors.size(); ++i) {
+      const Output& o = out.tensors[i];
+      r.tensors.push_back(verdict(o.name, o.format(), o.values(), baseline[i], reference[i], magnitudes[i], noise_units[i], r.options));
+    }
+  }
+  for (const TensorVerdict& v : r.tensors) {  // the plain same-format computation overflows: no verdict
+    if (!v.baseline_usable && r.discarded.empty()) {
+      r.discarded = "the same-format baseline overflows " + std::string(name(v.format)) + " in " + v.tensor +
+                    " (the case is beyond the format's working range)";
+    }
+  }
+  if (r.discarded.empty()) return true;
+  r.pass = true;  // no verdict either way; runs count it as discarded, not passed
+  return false;
+}
+
+template bool judge_outputs<double>(CaseReport&, const Outputs&, const std::vector<std::vector<double>>&,
+                                    const std::vector<std::vector<double>>&, const std::vector<double>&, const std::vector<double>&);
+template bool judge_outputs<oracle::quad>(CaseReport&, const Outputs&, const std::vector<std::vector<oracle::quad>>&,
+                                          const std::vector<std::vector<double>>&, const std::vector<double>&,
+                                          const std::vector<double>&);
+
 void CaseReport::conclude() {
   pass = error.empty();
   for (const TensorVerdict& v : tensors) {
@@ -226,31 +256,11 @@ CaseReport check_case(kernels::Subject& subject, const Case& c, Op op, const Ver
   const double logit_noise = 2 * (1 + mag.logit_max) + std::log(std::max(1.0, static_cast<double>(sh.seq_k)));
   const double noise_unit = storage_noise(c.policy.rounding, unit_roundoff(c.policy.format(Role::q))) +
                             unit_roundoff(c.policy.accumulate) * (std::sqrt(chain) + logit_noise);
-  const auto judge = [&](const auto& reference) {
-    for (std::size_t i = 0; i < out.tensors.size() && r.discarded.empty(); ++i) {  // beyond the format's range: no verdict
-      r.discarded = outside_range(out.tensors[i].name, out.tensors[i].range_format(), reference[i]);
-    }
-    if (!r.discarded.empty()) return;
-    for (std::size_t i = 0; i < out.tensors.size(); ++i) {
-      const Output& o = out.tensors[i];
-      r.tensors.push_back(verdict(o.name, o.format(), o.values(), base_values[i], reference[i], scales[i], noise_unit, options));
-    }
-  };
-  if (r.oracle_type == oracle::OracleType::fp64) {
-    judge(oracle_values<double>(problem, in, op));
-  } else {
-    judge(oracle_values<oracle::quad>(problem, in, op));
-  }
-  for (const TensorVerdict& v : r.tensors) {  // the plain same-format computation overflows: no verdict
-    if (!v.baseline_usable && r.discarded.empty()) {
-      r.discarded = "the same-format baseline overflows " + std::string(name(v.format)) + " in " + v.tensor +
-                    " (the case is beyond the format's working range)";
-    }
-  }
-  if (!r.discarded.empty()) {
-    r.pass = true;  // no verdict either way; runs count it as discarded, not passed
-    return finish();
-  }
+  const std::vector<double> noise_units(out.tensors.size(), noise_unit);
+  const bool judged = r.oracle_type == oracle::OracleType::fp64
+                          ? judge_outputs(r, out, oracle_values<double>(problem, in, op), base_values, scales, noise_units)
+                          : judge_outputs(r, out, oracle_values<oracle::quad>(problem, in, op), base_values, scales, noise_units);
+  if (!judged) return finish();
 
   // Oracle-free properties. Each re-runs the subject; a subject error in any of them is a failure.
   try {

@@ -85,6 +85,15 @@ struct CaseReport {
 
 CaseReport check_case(kernels::Subject& subject, const Case& c, kernels::Op op, const VerdictOptions& options);
 
+// The oracle step of either family: each output of `out` against its reference and the baseline's
+// values, with floor = floor_u noise_units[i] magnitudes[i] (r.options). Or no verdict: the case is
+// discarded when an exact value lies outside an output's range or the baseline itself overflowed
+// (r.discarded says why, r.pass is set true: runs count it as discarded). Returns whether it was judged.
+template <class T>
+bool judge_outputs(CaseReport& r, const Outputs& out, const std::vector<std::vector<T>>& reference,
+                   const std::vector<std::vector<double>>& baseline, const std::vector<double>& magnitudes,
+                   const std::vector<double>& noise_units);
+
 // A case given as text (a reproduce command, a corpus line), parsed as the subject's family's case
 // (Case or AttnResCase) and checked. Throws std::invalid_argument for a malformed text.
 CaseReport check_case_text(kernels::Subject& subject, const std::string& text, kernels::Op op, const VerdictOptions& options);

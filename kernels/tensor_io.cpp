@@ -80,12 +80,7 @@ void write_rows_impl(const TensorView& t, const TensorView& scale, std::span<con
   std::vector<X> scaled(values.size());
   std::vector<double> scales(values.size() / std::max<std::size_t>(width, 1));
   for (std::size_t r = 0; r < scales.size(); ++r) {
-    double row_max = 0;
-    for (std::size_t c = 0; c < width; ++c) {
-      const double x = std::fabs(static_cast<double>(values[r * width + c]));
-      if (std::isfinite(x)) row_max = std::max(row_max, x);
-    }
-    scales[r] = fc::fp16_row_scale(row_max);
+    scales[r] = fc::fp16_row_scale_of(&values[r * width], width);
     for (std::size_t c = 0; c < width; ++c) scaled[r * width + c] = static_cast<X>(values[r * width + c] / scales[r]);  // exact
   }
   write_impl(scale, std::span<const double>(scales), Rounding::nearest_even, {});

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <vector>
 
 #include "oracle/attention_problem.hpp"
@@ -21,6 +22,14 @@ template <class T>
 struct AttentionInputs {
   std::span<const T> q, k, v;  // or, as cotangents of the double backward: ddQ, ddK, ddV
 };
+
+// Throws std::invalid_argument unless Q, K, V have the sizes p's shape gives ("<prefix>Q ..." names them).
+template <class T>
+void check_qkv(const AttentionProblem& p, AttentionInputs<T> x, const std::string& prefix = "") {
+  check_array(prefix + "Q", x.q, p.shape.q_size());
+  check_array(prefix + "K", x.k, p.shape.k_size());
+  check_array(prefix + "V", x.v, p.shape.v_size());
+}
 
 template <class T>
 struct AttentionForward {

@@ -191,9 +191,7 @@ namespace fc::oracle {
 template <class T>
 AttentionForward<T> attention_forward(const AttentionProblem& p, AttentionInputs<T> x) {
   p.validate();
-  check_array("Q", x.q, p.shape.q_size());
-  check_array("K", x.k, p.shape.k_size());
-  check_array("V", x.v, p.shape.v_size());
+  check_qkv(p, x);
   AttentionForward<T> out{std::vector<T>(p.shape.o_size()), std::vector<T>(p.shape.row_size())};
   detail::Arrays<T> a;
   a.q = x.q.data(), a.k = x.k.data(), a.v = x.v.data();
@@ -205,9 +203,7 @@ AttentionForward<T> attention_forward(const AttentionProblem& p, AttentionInputs
 template <class T>
 AttentionBackward<T> attention_backward(const AttentionProblem& p, AttentionInputs<T> x, std::span<const T> dout) {
   p.validate();
-  check_array("Q", x.q, p.shape.q_size());
-  check_array("K", x.k, p.shape.k_size());
-  check_array("V", x.v, p.shape.v_size());
+  check_qkv(p, x);
   check_array("dO", dout, p.shape.o_size());
   AttentionBackward<T> out{std::vector<T>(p.shape.q_size()), std::vector<T>(p.shape.k_size()),
                            std::vector<T>(p.shape.v_size()), std::vector<T>(p.shape.row_size())};
@@ -222,13 +218,9 @@ template <class T>
 AttentionDoubleBackward<T> attention_double_backward(const AttentionProblem& p, AttentionInputs<T> x,
                                                      std::span<const T> dout, AttentionInputs<T> c) {
   p.validate();
-  check_array("Q", x.q, p.shape.q_size());
-  check_array("K", x.k, p.shape.k_size());
-  check_array("V", x.v, p.shape.v_size());
+  check_qkv(p, x);
   check_array("dO", dout, p.shape.o_size());
-  check_array("ddQ", c.q, p.shape.q_size());
-  check_array("ddK", c.k, p.shape.k_size());
-  check_array("ddV", c.v, p.shape.v_size());
+  check_qkv(p, c, "dd");
   AttentionDoubleBackward<T> out{std::vector<T>(p.shape.q_size()), std::vector<T>(p.shape.k_size()),
                                  std::vector<T>(p.shape.v_size()), std::vector<T>(p.shape.o_size()),
                                  std::vector<T>(p.shape.row_size()), std::vector<T>(p.shape.row_size())};

@@ -7,13 +7,9 @@ namespace fc::oracle {
 AttentionMagnitudes attention_magnitudes(const AttentionProblem& p, AttentionInputs<double> x,
                                          std::span<const double> dout, AttentionInputs<double> c) {
   p.validate();
-  check_array("Q", x.q, p.shape.q_size());
-  check_array("K", x.k, p.shape.k_size());
-  check_array("V", x.v, p.shape.v_size());
+  check_qkv(p, x);
   check_array("dO", dout, p.shape.o_size());
-  check_array("ddQ", c.q, p.shape.q_size());
-  check_array("ddK", c.k, p.shape.k_size());
-  check_array("ddV", c.v, p.shape.v_size());
+  check_qkv(p, c, "dd");
   const auto absolute = [](std::span<const double> in) {
     std::vector<double> out(in.size());
     for (std::size_t i = 0; i < in.size(); ++i) out[i] = std::fabs(in[i]);

@@ -26,13 +26,8 @@ std::vector<F> lift(std::span<const T> x, const std::tuple<std::span<const T>, V
 template <class T>
 void check_inputs(const AttentionProblem& p, AttentionInputs<T> x, const char* direction_name, AttentionInputs<T> a) {
   p.validate();
-  check_array("Q", x.q, p.shape.q_size());
-  check_array("K", x.k, p.shape.k_size());
-  check_array("V", x.v, p.shape.v_size());
-  const std::string n(direction_name);
-  check_array(n + ".Q", a.q, p.shape.q_size());
-  check_array(n + ".K", a.k, p.shape.k_size());
-  check_array(n + ".V", a.v, p.shape.v_size());
+  check_qkv(p, x);
+  check_qkv(p, a, std::string(direction_name) + ".");
 }
 
 }  // namespace detail

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 namespace fc {
@@ -22,6 +23,17 @@ inline float fp16_row_scale(double row_max_abs) {
   if (k < -126) k = -126;
   if (k > 127) k = 127;
   return std::ldexp(1.0f, k);
+}
+
+// The scale of a row given by its entries: from the largest finite magnitude among them.
+template <class X>
+float fp16_row_scale_of(const X* row, std::size_t n) {
+  double row_max = 0;
+  for (std::size_t c = 0; c < n; ++c) {
+    const double x = std::fabs(static_cast<double>(row[c]));
+    if (std::isfinite(x) && x > row_max) row_max = x;
+  }
+  return fp16_row_scale(row_max);
 }
 
 }  // namespace fc

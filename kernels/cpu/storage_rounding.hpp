@@ -5,6 +5,7 @@
 
 #include <cstddef>
 
+#include "precision/convert.hpp"
 #include "precision/format.hpp"
 #include "precision/half.hpp"
 #include "precision/philox.hpp"
@@ -14,20 +15,8 @@ namespace fc::kernels::cpu {
 
 template <class A>
 inline void round_to_storage(A* x, std::size_t n, Format f) {
-  switch (f) {
-    case Format::bf16:
-      for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<A>(to_float(round_to<bf16>(x[i], Rounding::nearest_even)));
-      return;
-    case Format::fp16:
-      for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<A>(to_float(round_to<fp16>(x[i], Rounding::nearest_even)));
-      return;
-    case Format::fp32:
-      if constexpr (sizeof(A) > sizeof(float)) {
-        for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<A>(static_cast<float>(x[i]));
-      }
-      return;
-    case Format::fp64: return;
-  }
+  if (f == Format::fp64 || (f == Format::fp32 && sizeof(A) <= sizeof(float))) return;  // nothing to round
+  for (std::size_t i = 0; i < n; ++i) x[i] = round_to_format(x[i], f);
 }
 
 // The same for an intermediate one kernel stores and the next reads back (AttnRes's dO between its

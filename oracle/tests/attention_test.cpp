@@ -1,6 +1,7 @@
 // The attention oracle against values known in closed form, the mask conventions, fully masked
 // rows, GQA and batching by equivalence, determinism, and its input validation.
 #include "oracle/attention.hpp"
+#include "oracle/tests/test_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,13 +14,7 @@
 namespace fc::oracle {
 namespace {
 
-std::vector<double> normal(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> d(0.0, 1.0);
-  std::vector<double> x(n);
-  for (double& e : x) e = d(rng);
-  return x;
-}
+using testing::normal;
 
 AttentionProblem problem(int nq, int nk, int d, int dv, Mask mask = Mask::none, int hq = 1, int hkv = 1, int b = 1) {
   AttentionProblem p;
@@ -177,14 +172,7 @@ TEST(AttentionOracle, ResultsAreIndependentOfTheThreadCount) {
 }
 
 TEST(AttentionOracle, InvalidInputIsRejectedWithTheReason) {
-  const auto message = [](auto&& call) {
-    try {
-      call();
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
+  const auto message = [](auto&& call) { return testing::rejection_message(call); };
   const std::vector<double> q(4, 0.5), k(4, 0.5), v(4, 0.5);
   AttentionProblem empty = problem(2, 2, 2, 2);
   empty.shape.seq_k = 0;

@@ -1,6 +1,7 @@
 // The Attention Residuals oracle against closed forms, the phase structure, determinism and its
 // input validation.
 #include "oracle/attnres.hpp"
+#include "oracle/tests/test_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,13 +13,7 @@
 namespace fc::oracle {
 namespace {
 
-std::vector<double> normal(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> d(0.0, 1.0);
-  std::vector<double> x(n);
-  for (double& e : x) e = d(rng);
-  return x;
-}
+using testing::normal;
 
 constexpr double kU = 0x1p-53;
 
@@ -123,14 +118,7 @@ TEST(AttnResOracle, ResultsAreIndependentOfTheThreadCount) {
 }
 
 TEST(AttnResOracle, InvalidInputIsRejectedWithTheReason) {
-  const auto message = [](auto&& call) {
-    try {
-      call();
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
+  const auto message = [](auto&& call) { return testing::rejection_message(call); };
   AttnResShape s;
   s.dim = 2;
   const std::vector<double> values(2, 1.0), w(2, 1.0);

@@ -1,5 +1,6 @@
 // Properties of the forward-mode derivatives themselves.
 #include "oracle/autodiff.hpp"
+#include "oracle/tests/test_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,13 +10,7 @@
 namespace fc::oracle {
 namespace {
 
-std::vector<double> normal(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> d(0.0, 1.0);
-  std::vector<double> x(n);
-  for (double& e : x) e = d(rng);
-  return x;
-}
+using testing::normal;
 
 AttentionProblem small_problem() {
   AttentionProblem p;
