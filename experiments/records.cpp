@@ -1,6 +1,7 @@
 #include "experiments/records.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
@@ -37,6 +38,24 @@ std::string utc_now() {
   return buf;
 }
 
+std::string device_of(const kernels::SubjectInfo& info) {
+  if (info.name.rfind("cpu.", 0) == 0 || info.name.rfind("plugin.", 0) == 0) return cpu_device_name();
+  return "unknown";
+}
+
+std::string compact(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+nlohmann::json experiment_record(const std::string& experiment, nlohmann::json record, const std::string& x_name, double x) {
+  record["kind"] = "experiment";
+  record["experiment"] = experiment;
+  record["x"] = {{"name", x_name}, {"value", number(x)}};
+  return record;
+}
+
 nlohmann::json record_header(const std::string& kind, const std::string& device) {
   const BuildInfo& b = build_info();
   return {{"schema", kRecordSchemaVersion},
@@ -57,6 +76,8 @@ nlohmann::json metrics(const ErrorMetrics& m) {
           {"relative_floor", number(m.relative_floor)},
           {"max_ulp", number(m.max_ulp)},
           {"cosine", number(m.cosine)},
+          {"reference_max_abs", number(m.reference_max_abs)},
+          {"reference_rms", number(m.reference_rms)},
           {"count", m.count},
           {"nonfinite_mismatch", m.nonfinite_mismatch}};
 }

@@ -26,6 +26,17 @@ std::string utc_now();
 // The fields every record carries: schema, device, commit, time.
 nlohmann::json record_header(const std::string& kind, const std::string& device);
 
+// The device a subject runs on: the CPU's model name for cpu.* and plugin.* subjects (plugins run on
+// the host unless they say otherwise), "unknown" for the others until their backends report it.
+std::string device_of(const kernels::SubjectInfo& info);
+
+// x as printf's %g writes it (labels, file names).
+std::string compact(double x);
+
+// An experiment's record: `record` (a check_record, say) marked kind "experiment", with the
+// experiment's name and the swept variable x = {"name": x_name, "value": x}.
+nlohmann::json experiment_record(const std::string& experiment, nlohmann::json record, const std::string& x_name, double x);
+
 // One `flashcheck check` case.
 nlohmann::json check_record(const gradcheck::CaseReport& report, const std::string& subject, const std::string& device);
 

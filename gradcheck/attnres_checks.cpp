@@ -148,6 +148,10 @@ CaseReport check_attnres_case(kernels::Subject& subject, const AttnResCase& c, O
                           ? judge_outputs(r, out, oracle_values<double>(c, in, in.dh, op), base_values, scales, noise_units)
                           : judge_outputs(r, out, oracle_values<oracle::quad>(c, in, in.dh, op), base_values, scales, noise_units);
   if (!judged) return finish();
+  if (options.oracle_only) {
+    r.conclude();
+    return finish();
+  }
 
   try {
     if (subject.info().deterministic) {

@@ -15,11 +15,32 @@ std::string InputDistribution::to_string() const {
       s << "normal:" << sigma;
       return s.str();
     }
-    case Distribution::outliers: return "outliers";
+    case Distribution::outliers: {
+      if (outlier_rate == InputDistribution{}.outlier_rate && outlier_sigma == InputDistribution{}.outlier_sigma) return "outliers";
+      std::ostringstream s;
+      s.precision(17);
+      s << "outliers:" << outlier_rate << ":" << outlier_sigma;
+      return s.str();
+    }
     case Distribution::onehot: return "onehot";
     case Distribution::uniform: return "uniform";
+    case Distribution::logits: {
+      std::ostringstream s;
+      s.precision(17);
+      s << "logits:" << sigma;
+      return s.str();
+    }
   }
   return "?";
+}
+
+double InputDistribution::logit_sigma() const {
+  switch (kind) {
+    case Distribution::onehot: return 16.0;
+    case Distribution::uniform: return 0.01;
+    case Distribution::logits: return sigma;
+    default: return 0.0;
+  }
 }
 
 std::string_view name(Layout l) { return l == Layout::bhnd ? "bhnd" : "bnhd"; }
@@ -63,9 +84,25 @@ InputDistribution InputDistribution::parse(const std::string& value) {
     return d;
   }
   if (value == "outliers") return {Distribution::outliers, 1.0};
+  if (value.rfind("outliers:", 0) == 0) {
+    const std::string rest = value.substr(9);
+    const auto colon = rest.find(':');
+    if (colon == std::string::npos) throw std::invalid_argument("outliers:RATE:SIGMA needs both numbers");
+    InputDistribution d{Distribution::outliers, 1.0};
+    d.outlier_rate = finite_field(rest.substr(0, colon));
+    d.outlier_sigma = finite_field(rest.substr(colon + 1));
+    if (!(d.outlier_rate >= 0 && d.outlier_rate <= 1)) throw std::invalid_argument("outlier rate must be in [0, 1]");
+    if (!(d.outlier_sigma >= 0)) throw std::invalid_argument("outlier sigma must be >= 0");
+    return d;
+  }
+  if (value.rfind("logits:", 0) == 0) {
+    const InputDistribution d{Distribution::logits, finite_field(value.substr(7))};
+    if (!(d.sigma > 0)) throw std::invalid_argument("logits sigma must be > 0");
+    return d;
+  }
   if (value == "onehot") return {Distribution::onehot, 1.0};
   if (value == "uniform") return {Distribution::uniform, 1.0};
-  throw std::invalid_argument("unknown inputs '" + value + "' (normal:SIGMA, outliers, onehot, uniform)");
+  throw std::invalid_argument("unknown inputs '" + value + "' (normal:SIGMA, outliers, outliers:RATE:SIGMA, onehot, uniform, logits:SIGMA)");
 }
 
 Case Case::parse(std::string_view text) {

@@ -18,12 +18,20 @@ namespace fc::gradcheck {
 //   outliers: N(0, 1) + N(0, 100) x Bernoulli(0.001)   (a rare component of standard deviation 10)
 //   onehot:  Q, K scaled so the logits s q.k have standard deviation 16: the softmax is nearly one-hot
 //   uniform: Q, K scaled so the logits have standard deviation 0.01: the softmax is nearly uniform
-enum class Distribution { normal, outliers, onehot, uniform };
+//   logits:T  Q, K scaled so the logits have standard deviation T (onehot is logits:16, uniform
+//             logits:0.01; the flatness experiment sweeps T)
+//   outliers:RATE:SIGMA  N(0, 1) + N(0, SIGMA^2) x Bernoulli(RATE) (the outliers experiment sweeps RATE)
+enum class Distribution { normal, outliers, onehot, uniform, logits };
 struct InputDistribution {
   Distribution kind = Distribution::normal;
-  double sigma = 1.0;  // normal only
-  std::string to_string() const;  // "normal:1", "outliers", "onehot", "uniform"
+  double sigma = 1.0;  // normal: the standard deviation; logits: the logits' standard deviation
+  double outlier_rate = 0.001;  // outliers: the chance of the rare component
+  double outlier_sigma = 10.0;  // outliers: its standard deviation
+  // "normal:1", "outliers" (the default mix) or "outliers:0.01:10", "onehot", "uniform", "logits:4"
+  std::string to_string() const;
   static InputDistribution parse(const std::string& text);  // throws std::invalid_argument
+  // The logits' standard deviation this distribution asks for, or 0 when Q and K are drawn as they are.
+  double logit_sigma() const;
 };
 
 // Memory order of every [B, H, N, D] tensor passed to the subject: contiguous B, H, N, D, or

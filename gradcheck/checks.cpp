@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "gradcheck/baseline.hpp"
+#include "gradcheck/caller.hpp"
 #include "gradcheck/inputs.hpp"
 #include "oracle/attention.hpp"
 #include "oracle/ladder.hpp"
@@ -25,67 +26,6 @@ oracle::AttentionProblem to_problem(const Case& c) {
   p.scale = c.scale;
   return p;
 }
-
-// Calls the subject, allocating outputs in the policy's formats and the case's layout.
-class Caller {
- public:
-  Caller(kernels::Subject& s, const Case& c) : subject_(s), c_(c) {}
-
-  Outputs fwd(const Tensor& q, const Tensor& k, const Tensor& v) {
-    kernels::AttentionCall call = base(q, k, v);
-    Outputs out;
-    out.add("O", Tensor(c_.policy.format(Role::o), o_shape(c_.shape), c_.layout));
-    if (subject_.info().returns_lse) out.add("L", Tensor(c_.policy.format(Role::stats), lse_shape(c_.shape), c_.layout));
-    out.poison();
-    call.out_o = out.at("O").tensor.view();
-    if (subject_.info().returns_lse) call.out_lse = out.at("L").tensor.view();
-    subject_.run(Op::fwd, call);
-    return out;
-  }
-
-  Outputs bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Outputs& f, const Tensor& dout) {
-    kernels::AttentionCall call = saved(base(q, k, v), f, dout);
-    Outputs out;
-    out.add("dQ", Tensor(c_.policy.format(Role::grad), q_shape(c_.shape), c_.layout));
-    out.add("dK", Tensor(c_.policy.format(Role::grad), k_shape(c_.shape), c_.layout));
-    out.add("dV", Tensor(c_.policy.format(Role::grad), v_shape(c_.shape), c_.layout));
-    out.poison();
-    call.dq = out.at("dQ").tensor.view(), call.dk = out.at("dK").tensor.view(), call.dv = out.at("dV").tensor.view();
-    subject_.run(Op::bwd, call);
-    return out;
-  }
-
-  Outputs bwdbwd(const Tensor& q, const Tensor& k, const Tensor& v, const Outputs& f, const Tensor& dout, const Tensor& ddq,
-                 const Tensor& ddk, const Tensor& ddv) {
-    kernels::AttentionCall call = saved(base(q, k, v), f, dout);
-    call.ddq = ddq.view(), call.ddk = ddk.view(), call.ddv = ddv.view();
-    Outputs out;
-    out.add("dQ'", Tensor(c_.policy.format(Role::grad), q_shape(c_.shape), c_.layout));
-    out.add("dK'", Tensor(c_.policy.format(Role::grad), k_shape(c_.shape), c_.layout));
-    out.add("dV'", Tensor(c_.policy.format(Role::grad), v_shape(c_.shape), c_.layout));
-    out.add("ddO", Tensor(c_.policy.format(Role::grad), o_shape(c_.shape), c_.layout));
-    out.poison();
-    call.dq2 = out.at("dQ'").tensor.view(), call.dk2 = out.at("dK'").tensor.view(), call.dv2 = out.at("dV'").tensor.view(), call.ddo = out.at("ddO").tensor.view();
-    subject_.run(Op::bwdbwd, call);
-    return out;
-  }
-
- private:
-  kernels::AttentionCall base(const Tensor& q, const Tensor& k, const Tensor& v) const {
-    kernels::AttentionCall call;
-    call.shape = c_.shape, call.mask = c_.mask, call.scale = c_.scale, call.policy = c_.policy;
-    call.q = q.view(), call.k = k.view(), call.v = v.view();
-    return call;
-  }
-  kernels::AttentionCall saved(kernels::AttentionCall call, const Outputs& f, const Tensor& dout) const {
-    call.o = f.at("O").tensor.view();
-    if (subject_.info().returns_lse) call.lse = f.at("L").tensor.view();
-    call.dout = dout.view();
-    return call;
-  }
-  kernels::Subject& subject_;
-  const Case& c_;
-};
 
 // The oracle's outputs of an op in the order of Outputs, in type T.
 template <class T>
@@ -261,6 +201,10 @@ CaseReport check_case(kernels::Subject& subject, const Case& c, Op op, const Ver
                           ? judge_outputs(r, out, oracle_values<double>(problem, in, op), base_values, scales, noise_units)
                           : judge_outputs(r, out, oracle_values<oracle::quad>(problem, in, op), base_values, scales, noise_units);
   if (!judged) return finish();
+  if (options.oracle_only) {
+    r.conclude();
+    return finish();
+  }
 
   // Oracle-free properties. Each re-runs the subject; a subject error in any of them is a failure.
   try {

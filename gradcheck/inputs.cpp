@@ -25,8 +25,8 @@ std::vector<double> draw(std::uint64_t seed, const InputDistribution& inputs, st
   for (std::size_t i = 0; i < n; ++i) {
     x[i] = sigma * normal_at(s, i, 0);
     if (inputs.kind == Distribution::outliers && with_outliers) {
-      // + N(0, 100) with probability 0.001
-      if (static_cast<double>(s.word(i, 2)) < 0.001 * kTwoTo32) x[i] += 10.0 * normal_at(s, i, 3);
+      // + N(0, outlier_sigma^2) with probability outlier_rate (the default mix: N(0, 100) with probability 0.001)
+      if (static_cast<double>(s.word(i, 2)) < inputs.outlier_rate * kTwoTo32) x[i] += inputs.outlier_sigma * normal_at(s, i, 3);
     }
   }
   return x;
@@ -53,7 +53,7 @@ AttnResInputs make_attnres_inputs(const AttnResCase& c) {
   AttnResInputs in{Tensor(p.format(Role::v), attnres_values_shape(s), Layout::bhnd), Tensor(p.format(Role::v), attnres_rows_shape(s), Layout::bhnd),
                    Tensor(p.format(Role::q), attnres_queries_shape(s), Layout::bhnd), Tensor(p.format(Role::dout), attnres_rows_shape(s), Layout::bhnd)};
   const double sigma = c.inputs.kind == Distribution::normal ? c.inputs.sigma : 1.0;
-  const double logit_sigma = c.inputs.kind == Distribution::onehot ? 16.0 : c.inputs.kind == Distribution::uniform ? 0.01 : 1.0;
+  const double logit_sigma = c.inputs.logit_sigma() > 0 ? c.inputs.logit_sigma() : 1.0;
   in.values.assign(draw(c.seed, c.inputs, kStreamValues, elements(attnres_values_shape(s)), sigma, true));
   in.partial.assign(draw(c.seed, c.inputs, kStreamPartial, elements(attnres_rows_shape(s)), sigma, true));
   in.queries.assign(draw(c.seed, c.inputs, kStreamQueries, elements(attnres_queries_shape(s)), logit_sigma / std::sqrt(static_cast<double>(s.dim)), false));
@@ -81,10 +81,9 @@ CaseInputs make_inputs(const Case& c) {
                 Tensor(p.format(Role::v), v_shape(s), c.layout),     Tensor(p.format(Role::dout), o_shape(s), c.layout),
                 Tensor(p.format(Role::dout), q_shape(s), c.layout),  Tensor(p.format(Role::dout), k_shape(s), c.layout),
                 Tensor(p.format(Role::dout), v_shape(s), c.layout)};
-  // onehot / uniform: scale Q and K by g so the logits s q.k have standard deviation |s| g^2 sqrt(d) = target
+  // onehot / uniform / logits:T: scale Q and K by g so the logits s q.k have standard deviation |s| g^2 sqrt(d) = target
   double qk_sigma = c.inputs.kind == Distribution::normal ? c.inputs.sigma : 1.0;
-  if (c.inputs.kind == Distribution::onehot || c.inputs.kind == Distribution::uniform) {
-    const double target = c.inputs.kind == Distribution::onehot ? 16.0 : 0.01;
+  if (const double target = c.inputs.logit_sigma(); target > 0) {
     const double per_unit = std::fabs(c.scale) * std::sqrt(static_cast<double>(s.head_dim));
     qk_sigma = per_unit > 0 ? std::sqrt(target / per_unit) : 1.0;
   }

@@ -15,7 +15,11 @@ RunSummary run_generated(const rc::Gen<C>& gen, const Check& check, const RunOpt
   rc::Random random(o.seed);
   RunSummary summary;
   for (int i = 0; i < o.cases; ++i) {
-    const rc::Shrinkable<C> drawn = gen(random.split(), case_size(i, o.cases));
+    // every case's generator state is split off in the same order, so a shard's cases are the
+    // unsharded run's cases i with shard.owns(i)
+    rc::Random own = random.split();
+    if (!o.shard.owns(static_cast<std::size_t>(i))) continue;
+    const rc::Shrinkable<C> drawn = gen(own, case_size(i, o.cases));
     CaseReport report = check(drawn.value());
     ++summary.cases;
     if (on_case) on_case(report);

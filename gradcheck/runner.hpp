@@ -10,6 +10,7 @@
 
 #include "gradcheck/checks.hpp"
 #include "gradcheck/generators.hpp"
+#include "gradcheck/shard.hpp"
 
 namespace fc::gradcheck {
 
@@ -22,6 +23,7 @@ struct RunOptions {
   GeneratorLimits limits;
   int max_shrink_steps = 300;  // cases tried while shrinking
   bool stop_at_first_failure = true;
+  Shard shard;  // this run checks only the cases i (0 <= i < cases) that the shard owns
 };
 
 struct Failure {
@@ -33,7 +35,7 @@ struct Failure {
 };
 
 struct RunSummary {
-  int cases = 0;
+  int cases = 0;  // checked (a shard's share)
   int passed = 0;
   int discarded = 0;  // cases without a verdict (the exact result outside the format's range)
   int weak = 0;       // judged cases where some output's verdict was not discriminating (checks.hpp)

@@ -17,6 +17,9 @@ namespace fc::gradcheck {
 struct VerdictOptions {
   double rho = 2.0;      // the subject may be this many times worse than the baseline
   double floor_u = 1.0;  // absolute floor, in units of the family's noise unit times M (checks.hpp)
+  // Judge against the oracle and the baseline only, without the oracle-free properties (each re-runs
+  // the subject): the experiments measure errors at sizes where those re-runs would dominate the time.
+  bool oracle_only = false;
 };
 
 struct TensorVerdict {

@@ -51,6 +51,7 @@ void MetricAccumulator::add_finite(std::size_t index, double diff, double relati
   dot_ += actual_ld * reference_ld;
   norm_a_ += actual_ld * actual_ld;
   norm_r_ += reference_ld * reference_ld;
+  reference_max_abs_ = std::fmax(reference_max_abs_, std::fabs(reference_ld));
 }
 
 void MetricAccumulator::add_nonfinite(std::size_t index, bool actual_finite, bool reference_finite,
@@ -79,6 +80,8 @@ ErrorMetrics MetricAccumulator::finish(std::size_t count) const {
     m.rms = ssq_scale_ * std::sqrt(ssq_ / n);
     m.mean_signed = static_cast<double>(sum_signed_ / static_cast<long double>(n));
   }
+  m.reference_max_abs = static_cast<double>(reference_max_abs_);
+  m.reference_rms = static_cast<double>(std::sqrt(norm_r_ / static_cast<long double>(n)));
   if (norm_a_ == 0.0L && norm_r_ == 0.0L) {
     m.cosine = 1.0;
   } else if (norm_a_ == 0.0L || norm_r_ == 0.0L) {
@@ -97,9 +100,9 @@ std::string ErrorMetrics::to_string() const {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "n=%zu (finite pairs %zu) max_abs=%.6g (at %zu) rms=%.6g mean_signed=%.6g max_rel=%.6g (floor %.3g) "
-                "max_ulp=%.6g (%s) cosine=%.17g nonfinite actual/reference/mismatch=%zu/%zu/%zu",
+                "max_ulp=%.6g (%s) cosine=%.17g |reference| max=%.6g rms=%.6g nonfinite actual/reference/mismatch=%zu/%zu/%zu",
                 count, finite_pairs, max_abs, max_abs_index, rms, mean_signed, max_rel, relative_floor, max_ulp,
-                std::string(name(ulp_format)).c_str(), cosine, nonfinite_actual,
+                std::string(name(ulp_format)).c_str(), cosine, reference_max_abs, reference_rms, nonfinite_actual,
                 nonfinite_reference, nonfinite_mismatch);
   return buf;
 }

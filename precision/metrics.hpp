@@ -48,6 +48,10 @@ struct ErrorMetrics {
   double max_ulp = 0.0;  // max |diff| / ulp_format-spacing at max(|reference|, relative_floor) (see fc::ulp)
   Format ulp_format = Format::fp32;
   double cosine = 1.0;  // <a, r> / (|a| |r|); 1 when both are zero, 0 when exactly one is
+  // The reference's own size over the finite pairs, so that errors can be stated normwise
+  // (max_abs / reference_max_abs, rms / reference_rms) and compared across shapes and inputs.
+  double reference_max_abs = 0.0;
+  double reference_rms = 0.0;
   std::size_t nonfinite_actual = 0;
   std::size_t nonfinite_reference = 0;
   std::size_t nonfinite_mismatch = 0;  // pairs whose finiteness disagrees
@@ -74,7 +78,7 @@ class MetricAccumulator {
   ErrorMetrics m_;
   double ssq_scale_ = 0.0, ssq_ = 1.0;  // sum of squares = scale^2 * ssq, free of over/underflow
   bool infinite_difference_ = false;    // a finite pair whose difference overflowed double
-  long double sum_signed_ = 0.0L, dot_ = 0.0L, norm_a_ = 0.0L, norm_r_ = 0.0L;
+  long double sum_signed_ = 0.0L, dot_ = 0.0L, norm_a_ = 0.0L, norm_r_ = 0.0L, reference_max_abs_ = 0.0L;
 };
 
 // Storage types widen exactly to double; multiprecision types stay as they are.

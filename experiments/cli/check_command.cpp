@@ -36,6 +36,7 @@ struct CheckRequest {
   int max_seq = 160;
   bool no_corpus = false;
   std::string corpus;
+  std::string shard = "0/1";
 };
 
 std::string quote(const std::string& s) { return "\"" + s + "\""; }
@@ -100,6 +101,8 @@ int run(const CheckRequest& req) {
   if (!(req.rho >= 1) || !(req.floor_u >= 0) || !std::isfinite(req.rho) || !std::isfinite(req.floor_u)) {
     throw std::invalid_argument("--rho must be >= 1 and --floor-u >= 0, both finite");
   }
+  const gradcheck::Shard shard = gradcheck::Shard::parse(req.shard);
+  if (!shard.whole() && !req.case_texts.empty()) throw std::invalid_argument("--shard splits generated cases; --case runs exactly the cases given");
   const std::string device = experiments::cpu_device_name();
   std::optional<experiments::RecordWriter> records;
   if (!req.json.empty()) records.emplace(req.json, req.overwrite);
@@ -153,8 +156,9 @@ int run(const CheckRequest& req) {
   }
   for (const PrecisionPolicy& p : policies) usage_check([&] { kernels::validate_policy(info, p); });
 
-  std::printf("flashcheck check: %s, %d cases per op and policy, seed %llu\n", info.name.c_str(), req.cases,
-              static_cast<unsigned long long>(req.seed));
+  std::printf("flashcheck check: %s, %d cases per op and policy, seed %llu%s\n", info.name.c_str(), req.cases,
+              static_cast<unsigned long long>(req.seed), shard.whole() ? "" : (", shard " + shard.to_string() + ": the cases i with i mod " +
+                                                                              std::to_string(shard.count) + " = " + std::to_string(shard.index)).c_str());
   std::printf("verdict: err <= rho x err(same-format baseline) + floor, rho = %g, floor = %g (u_t + u_acc (sqrt(L) + A)) M (rounding noise, checks.hpp); err = max abs error "
               "against the oracle\n", req.rho, req.floor_u);
   std::printf("%-7s %-28s %-6s %6s %7s %9s %5s %15s %10s %8s\n", "op", "policy", "oracle", "cases", "passed", "discarded",
@@ -170,6 +174,7 @@ int run(const CheckRequest& req) {
       gradcheck::RunOptions o;
       o.op = op, o.policy = policy, o.cases = req.cases, o.seed = req.seed, o.verdict = verdict;
       o.limits.max_seq = req.max_seq;
+      o.shard = shard;
       const gradcheck::RunSummary s = gradcheck::run_cases(*subject, o, [&](const gradcheck::CaseReport& r) {
         if (records) records->write(experiments::check_record(r, info.name, device));
       });
@@ -226,6 +231,8 @@ void add_check_command(CLI::App& app) {
   cmd->add_option("--floor-u", req->floor_u, "Verdict: absolute floor in units of (u_t + u_acc (sqrt(L) + A)) M, the rounding noise of a correct implementation")->capture_default_str();
   cmd->add_option("--case", req->case_texts, "Run exactly this case (as printed by a failure) instead of generated ones; repeatable");
   cmd->add_option("--max-seq", req->max_seq, "Longest sequence the generator draws")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--shard", req->shard, "Check shard I of N (0 <= I < N) of the generated cases: case i when i mod N = I; the shards' --json records concatenate")
+      ->capture_default_str();
   cmd->add_flag("--no-corpus", req->no_corpus, "Do not add failures to the regression corpus");
   cmd->add_option("--corpus", req->corpus, "Regression corpus file to append failures to (default: the repository's)");
   cmd->callback([req] {

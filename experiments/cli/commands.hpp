@@ -17,5 +17,7 @@ void add_round_command(CLI::App& app);
 void add_oracle_check_command(CLI::App& app);
 void add_list_command(CLI::App& app);
 void add_check_command(CLI::App& app);
+void add_experiment_command(CLI::App& app);
+void add_report_command(CLI::App& app);
 
 }  // namespace fc::cli

@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   fc::cli::add_oracle_check_command(app);
   fc::cli::add_list_command(app);
   fc::cli::add_check_command(app);
+  fc::cli::add_experiment_command(app);
+  fc::cli::add_report_command(app);
 
   try {
     app.parse(argc, argv);

@@ -1,37 +1,20 @@
 // The command line as a user meets it: exit codes, messages, and the numbers it prints.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
-#include <string>
 #include <cstdio>
 #include <fstream>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "experiments/build_info.hpp"
+#include "experiments/tests/cli_run.hpp"
 
 namespace {
 
-struct CliRun {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-CliRun flashcheck(const std::string& args) {
-  const std::string command = std::string(FLASHCHECK_BIN) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  std::string out;
-  std::array<char, 4096> buf;
-  for (std::size_t n; (n = fread(buf.data(), 1, buf.size(), pipe)) > 0;) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-bool contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
+using fc::cli_test::CliRun;
+using fc::cli_test::contains;
+using fc::cli_test::flashcheck;
 
 TEST(Cli, VersionNamesTheCommitAndConfiguration) {
   const CliRun r = flashcheck("--version");

@@ -170,6 +170,29 @@ TEST(CpuBackends, BadOptionsAreRefusedByName) {
   }
 }
 
+// Without a rescale P reaches 2^tau and is stored in V's format: fp16 (max 65504) holds 2^15 but
+// not 2^16, so tau = 16 with fp16 storage is refused before any work, tau = 15 is not.
+TEST(CpuBackends, Fa4RefusesAThresholdItsPFormatCannotHold) {
+  auto s = cpu::make_cpu_fa4();
+  AttentionCall c;
+  c.policy = PrecisionPolicy::uniform(Format::fp16);
+  s->set_option("tau", "16");
+  try {
+    s->run(Op::fwd, c);
+    ADD_FAILURE() << "tau=16 with fp16 storage accepted";
+  } catch (const SubjectError& e) {
+    EXPECT_NE(std::string(e.what()).find("tau=16"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tau <= 15"), std::string::npos) << e.what();
+  }
+  s->set_option("tau", "15");
+  try {
+    s->run(Op::fwd, c);  // the empty call is refused, but for its tensors, not for tau
+    ADD_FAILURE() << "an empty call accepted";
+  } catch (const SubjectError& e) {
+    EXPECT_EQ(std::string(e.what()).find("tau"), std::string::npos) << e.what();
+  }
+}
+
 // FA4 rescales only when a tile's max exceeds the running max by tau: with tau = 0 (FA2) every
 // growth rescales, so the count can only drop as tau rises, and tau = 30 (2^30 headroom) leaves
 // only the first tile of each row.

@@ -6,44 +6,12 @@
 // the inputs and outputs, K^T and V^T (O(N d)), and per-task tiles.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cstdio>
-#include <cstdlib>
-#include <new>
 #include <random>
 #include <vector>
 
 #include "kernels/builtin_subjects.hpp"
-
-namespace {
-
-std::atomic<long long> g_live{0}, g_peak{0};
-
-void* counted_alloc(std::size_t n) {
-  auto* p = static_cast<std::size_t*>(std::malloc(n + sizeof(std::max_align_t)));
-  if (!p) throw std::bad_alloc();
-  *p = n;
-  const long long live = g_live += static_cast<long long>(n);
-  long long peak = g_peak.load();
-  while (live > peak && !g_peak.compare_exchange_weak(peak, live)) {
-  }
-  return reinterpret_cast<char*>(p) + sizeof(std::max_align_t);
-}
-void counted_free(void* q) {
-  if (!q) return;
-  auto* p = reinterpret_cast<std::size_t*>(static_cast<char*>(q) - sizeof(std::max_align_t));
-  g_live -= static_cast<long long>(*p);
-  std::free(p);
-}
-
-}  // namespace
-
-void* operator new(std::size_t n) { return counted_alloc(n); }
-void* operator new[](std::size_t n) { return counted_alloc(n); }
-void operator delete(void* p) noexcept { counted_free(p); }
-void operator delete[](void* p) noexcept { counted_free(p); }
-void operator delete(void* p, std::size_t) noexcept { counted_free(p); }
-void operator delete[](void* p, std::size_t) noexcept { counted_free(p); }
+#include "kernels/memory_counter.hpp"
 
 namespace fc::kernels {
 namespace {
@@ -73,10 +41,10 @@ long long peak_bytes(Subject& s, Op op, int n) {
   if (op == Op::bwd) c.dq = view(g1, d), c.dk = view(g2, d), c.dv = view(g3, d);
   if (op == Op::bwdbwd) c.dq2 = view(g1, d), c.dk2 = view(g2, d), c.dv2 = view(g3, d), c.ddo = view(g4, d);
   if (op == Op::fwd) c.out_o = view(o, d), c.out_lse = view(lse, 1);
-  const long long before = g_live.load();
-  g_peak = before;
+  memory::reset_peak();
+  const long long before = memory::live_bytes();
   s.run(op, c);
-  return g_peak.load() - before;
+  return memory::peak_bytes() - before;
 }
 
 TEST(Memory, FlashBackendsGrowLinearlyAndNaiveQuadratically) {

@@ -29,6 +29,8 @@ TEST(Metrics, HandComputedDoubleExample) {
   EXPECT_EQ(m.max_rel, 0.5);               // max(0, 0.5 / 2.5, 1 / 2)
   EXPECT_EQ(m.max_ulp, std::ldexp(1, 22));  // 1 / ulp_fp32(2) = 1 / 2^-22
   EXPECT_DOUBLE_EQ(m.cosine, 12.0 / std::sqrt(14.0 * 11.25));
+  EXPECT_EQ(m.reference_max_abs, 2.5);
+  EXPECT_DOUBLE_EQ(m.reference_rms, std::sqrt(11.25 / 3.0));  // 1 + 6.25 + 4
   EXPECT_EQ(m.nonfinite_actual + m.nonfinite_reference + m.nonfinite_mismatch, 0u);
 }
 

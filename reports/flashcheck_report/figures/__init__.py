@@ -1,0 +1,14 @@
+"""One module per experiment; each `draw(records, out_dir)` returns the Figures it wrote."""
+
+from . import error_sweeps, gradcheck_matrix, memory, rescale, rounding
+
+# experiment name -> drawer; the page shows them in this order.
+DRAWERS = {
+    "error-vs-seqlen": error_sweeps.draw_seqlen,
+    "error-vs-flatness": error_sweeps.draw_flatness,
+    "error-vs-outliers": error_sweeps.draw_outliers,
+    "rounding": rounding.draw,
+    "rescale": rescale.draw,
+    "memory-scaling": memory.draw,
+    "gradcheck-matrix": gradcheck_matrix.draw,
+}

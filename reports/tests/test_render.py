@@ -1,0 +1,115 @@
+"""render(): every experiment drawn, the page and the summary state the run's metadata, fitted slopes
+and exponents are the ones in the records, incomplete shards and errors are shown, not hidden."""
+
+import math
+import subprocess
+import sys
+
+import pytest
+
+from conftest import HERE, error_record, header, write_jsonl
+from flashcheck_report import render
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def figure(result, name):
+    return next(f for f in result.figures if f.name == name)
+
+
+def test_fixture_run_draws_every_experiment(fixture_records, tmp_path):
+    result = render([fixture_records], tmp_path)
+    names = {f.name for f in result.figures}
+    assert names == {"error-vs-seqlen-max", "error-vs-seqlen-rms", "error-vs-seqlen-ratio", "error-vs-flatness",
+                     "error-vs-outliers", "rounding", "rescale", "memory-scaling", "gradcheck-matrix"}
+    html = (tmp_path / "index.html").read_text()
+    for f in result.figures:
+        assert (tmp_path / f.path).read_bytes()[:8] == PNG
+        assert f'<img src="{f.path}"' in html
+        assert f.caption and f.title in html
+    for what in ("commit", "device", "seed", "oracle precision", "bf16 -&gt; fp64", "rho", "error floor", "one unsharded run"):
+        assert what in html
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.count("![") == len(result.figures)
+    assert "| op | format | tensor | subject |" in summary
+    assert result.skipped == []
+
+
+def test_seqlen_slopes_are_fitted_to_the_normwise_errors(tmp_path):
+    ns = [64, 128, 256, 512]
+    recs = [error_record("error-vs-seqlen", "cpu.x", "fwd", "bf16", "N", n, max_norm=0.5 * n**0.5, rms_norm=0.1 * n**0.25,
+                         ratio=0.5, baseline_max_norm=0.01 * n) for n in ns]
+    write_jsonl(tmp_path / "records" / "e.jsonl", recs)
+    result = render([tmp_path / "records"], tmp_path / "out")
+    rows = {r["subject"]: r for r in figure(result, "error-vs-seqlen-max").table}
+    assert rows["cpu.x"]["slope"] == pytest.approx(0.5, abs=1e-9)
+    assert rows["cpu.x"]["max_norm at largest x"] == pytest.approx(0.5 * 512**0.5)
+    assert rows["same-format baseline"]["slope"] == pytest.approx(1.0, abs=1e-9)
+    rms = {r["subject"]: r for r in figure(result, "error-vs-seqlen-rms").table}
+    assert rms["cpu.x"]["slope"] == pytest.approx(0.25, abs=1e-9)
+    assert any("N^0.50..N^0.50" in x for x in figure(result, "error-vs-seqlen-max").findings)
+
+
+def test_memory_exponents_and_rounding_slopes(tmp_path):
+    mem = [header("memory-scaling", verdict="measured", subject=s, op="fwd", dtype="fp32", policy="fp32", method="counting",
+                  x={"name": "N", "value": n}, metrics={"peak_bytes": c * n**e, "input_bytes": 0})
+           for s, c, e in (("cpu.naive", 8, 2), ("cpu.fa2", 1000, 1)) for n in (256, 512, 1024, 2048)]
+    u = 2.0**-8
+    acc = [header("rounding", part="accumulation", subject="precision.sum", op="sum", terms="constant", dtype="bf16",
+                  rounding=rnd, unit_roundoff=u, x={"name": "n", "value": n},
+                  metrics={"rms_rel": u * n**p, "mean_signed_rel": u * (n if rnd == "rn" else 0), "max_rel": 0, "bound_rel": 0})
+           for rnd, p in (("rn", 1.0), ("sr", 0.5)) for n in (8, 16, 32, 64)]
+    write_jsonl(tmp_path / "r" / "m.jsonl", mem)
+    write_jsonl(tmp_path / "r" / "a.jsonl", acc)
+    result = render([tmp_path / "r"], tmp_path / "out")
+    exponents = {r["subject"]: r["exponent"] for r in figure(result, "memory-scaling").table}
+    assert exponents["cpu.naive"] == pytest.approx(2.0, abs=1e-9)
+    assert exponents["cpu.fa2"] == pytest.approx(1.0, abs=1e-9)
+    slopes = {r["rounding"]: r["slope"] for r in figure(result, "rounding").table if r.get("part") == "accumulation"}
+    assert slopes == {"RN": pytest.approx(1.0, abs=1e-9), "SR": pytest.approx(0.5, abs=1e-9)}
+    assert "bf16, n equal terms: RMS error grows as n^1.00 with RN, n^0.50 with SR" in figure(result, "rounding").findings
+
+
+def test_a_failing_gradcheck_cell_is_marked_and_named(tmp_path):
+    def cell(subject, fmt, passed, verdict, **extra):
+        return header("gradcheck-matrix", subject=subject, op="fwd", dtype=fmt, policy=fmt, verdict=verdict,
+                      metrics={"cases": 25, "passed": passed, "discarded": 0, "weak": 0, "worst_ratio": 0.5 if passed == 25 else 40.0,
+                               "worst_ulp": 1.0}, **extra)
+    write_jsonl(tmp_path / "r" / "g.jsonl", [cell("cpu.ok", "bf16", 25, "pass"),
+                                             cell("plugin.bad", "bf16", 24, "fail", failure={"minimal": "B=1 Nq=1"})])
+    result = render([tmp_path / "r"], tmp_path / "out")
+    f = figure(result, "gradcheck-matrix")
+    assert f.findings[0] == "49/50 cases passed over 2 cells"
+    assert "plugin.bad fwd bf16: 24/25 passed; minimal failing case: B=1 Nq=1" in f.findings
+    assert "plugin.bad fwd bf16: 24/25 passed" in (tmp_path / "out" / "index.html").read_text()
+
+
+def test_missing_shards_and_errors_are_shown(fixture_records, tmp_path):
+    recs = [error_record("error-vs-seqlen", "cpu.x", "fwd", "bf16", "N", n, max_norm=1, rms_norm=1, ratio=1, baseline_max_norm=1)
+            for n in (64, 128)]
+    run = header("run", kind="run", scale="quick", experiments=["error-vs-seqlen"], shard="1/3", seconds=5.0)
+    run.pop("experiment")
+    failed = header("error-vs-seqlen", verdict="error", item="cpu.x fwd bf16 N=256", error="out of memory")
+    write_jsonl(tmp_path / "r" / "e.shard-1-of-3.jsonl", recs + [failed])
+    write_jsonl(tmp_path / "r" / "run.shard-1-of-3.jsonl", [run])
+    render([tmp_path / "r"], tmp_path / "out")
+    html = (tmp_path / "out" / "index.html").read_text()
+    assert "Incomplete sharded run" in html and "shards 0/3, 2/3 are MISSING" in html
+    assert "1 work items ended in an error" in html and "out of memory" in html
+    assert "out of memory" in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_module_entry_point_exits_2_on_a_bad_record(tmp_path):
+    (tmp_path / "bad.jsonl").write_text("{\n")
+    p = subprocess.run([sys.executable, "-m", "flashcheck_report", str(tmp_path), "--out", str(tmp_path / "out")],
+                       cwd=HERE.parent, capture_output=True, text=True, env={"MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin"})
+    assert p.returncode == 2
+    assert "bad.jsonl:1: not JSON" in p.stderr
+
+
+def test_non_finite_errors_do_not_break_a_figure(tmp_path):
+    recs = [error_record("error-vs-flatness", "cpu.x", "fwd", "fp16", "logit_sigma", t, max_norm=m, rms_norm=1, ratio=1,
+                         baseline_max_norm=1) for t, m in ((0.1, 1.0), (1.0, math.inf), (10.0, 2.0))]
+    write_jsonl(tmp_path / "r" / "f.jsonl", recs)
+    result = render([tmp_path / "r"], tmp_path / "out")
+    assert (tmp_path / "out" / figure(result, "error-vs-flatness").path).exists()
