@@ -57,8 +57,11 @@ def _bias_panel(ax, records, table):
         xs = [x for x, _ in points]
         ys = [number(r["metrics"]["mean_signed_rel"]) / u for _, r in points]
         ax.plot(xs, ys, ROUNDING_STYLE[rnd], marker="o", markersize=3, color=FORMAT_COLOR.get(fmt, "k"), label=f"{fmt} {ROUNDING_NAME[rnd]}")
+        last = points[-1][1]
+        # the standard error of that mean over the trials: a mean within ~2 of them is no evidence of bias
+        stderr = number(last["metrics"]["rms_rel"]) / u / math.sqrt(number(last.get("trials", 1)))
         table.append({"part": "bias", "terms": "increments", "format": fmt, "rounding": ROUNDING_NAME[rnd],
-                      "n max": xs[-1], "mean signed rel error / u at n max": ys[-1]})
+                      "n max": xs[-1], "mean signed rel error / u at n max": ys[-1], "standard error / u": stderr})
     if chosen:
         ns = sorted({number(r["x"]["value"]) for r in chosen})
         ax.plot(ns, [-n / 2 for n in ns], ":", color="#555555", lw=1.2, label="-n/2: every increment lost")
@@ -121,8 +124,9 @@ def draw(records, out_dir):
                             "fitted slopes; the dotted line is the first-order worst case (n-1)u. RN's error on equal terms "
                             "grows like n (slope ~1), SR's like sqrt(n) (slope ~1/2). Right: increments below half an ulp are all "
                             "lost by RN (bias -n/2 u), while SR keeps their expected value (bias ~0). Bottom: a flash "
-                            "subject's stored outputs (O, dQ) with RN and SR: SR costs a little RMS error and removes "
-                            "the sign bias.")
+                            "subject's stored outputs (O, dQ) with RN and SR: the error level (SR's rounding error has the "
+                            "larger variance) and the mean signed error over the RMS error, which is near 0 when the rounding "
+                            "leaves no sign bias in the outputs.")
     figure.findings = _findings(table)
     return [save(fig, out_dir, figure)]
 
@@ -139,10 +143,10 @@ def _findings(table):
     bias = defaultdict(dict)
     for row in table:
         if row.get("part") == "bias":
-            bias[row["format"]][row["rounding"]] = (row["n max"], row["mean signed rel error / u at n max"])
+            bias[row["format"]][row["rounding"]] = (row["n max"], row["mean signed rel error / u at n max"], row["standard error / u"])
     for fmt in ordered(bias, FORMATS):
         b = bias[fmt]
         if "RN" in b and "SR" in b:
             lines.append(f"{fmt}, 1 + {b['RN'][0]:g} increments below half an ulp: bias {b['RN'][1]:.3g} u with RN, "
-                         f"{b['SR'][1]:.3g} u with SR")
+                         f"{b['SR'][1]:.3g} u with SR ({b['SR'][1] / b['SR'][2]:+.1f} standard errors of the mean)")
     return lines
