@@ -89,10 +89,9 @@ RunOutcome run_experiments(const std::vector<const Experiment*>& experiments, co
   const gradcheck::VerdictOptions verdict;
   run["rho"] = verdict.rho;
   run["floor_u"] = verdict.floor_u;
-  run["oracle_ladder"] = {{"bf16", std::string(oracle::name(oracle::oracle_type_for(PrecisionPolicy::uniform(Format::bf16))))},
-                          {"fp16", std::string(oracle::name(oracle::oracle_type_for(PrecisionPolicy::uniform(Format::fp16))))},
-                          {"fp32", std::string(oracle::name(oracle::oracle_type_for(PrecisionPolicy::uniform(Format::fp32))))},
-                          {"fp64", std::string(oracle::name(oracle::oracle_type_for(PrecisionPolicy::uniform(Format::fp64))))}};
+  for (Format f : kAllFormats) {
+    run["oracle_ladder"][std::string(name(f))] = std::string(oracle::name(oracle::oracle_type_for(PrecisionPolicy::uniform(f))));
+  }
   run["items"] = outcome.items;
   run["records"] = outcome.records;
   run["failed_items"] = outcome.failed_items;

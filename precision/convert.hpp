@@ -28,14 +28,19 @@ void round_array(std::span<const double> in, std::span<float> out, Rounding mode
 void widen_array(std::span<const bf16> in, std::span<float> out);
 void widen_array(std::span<const fp16> in, std::span<float> out);
 
-// One value of type A (float or double) rounded to nearest even in format f, returned as A: what
-// storing it in f and reading it back gives. An identity for formats at least as wide as A.
+// One value of type A (float or double) rounded in format f (to nearest even unless `mode` says
+// otherwise; random_word is used only by stochastic rounding), returned as A: what storing it in f and
+// reading it back gives. An identity for formats at least as wide as A.
 template <class A>
-A round_to_format(A x, Format f) {
+A round_to_format(A x, Format f, Rounding mode = Rounding::nearest_even, std::uint32_t random_word = 0) {
   switch (f) {
-    case Format::bf16: return static_cast<A>(to_float(round_to<bf16>(x, Rounding::nearest_even)));
-    case Format::fp16: return static_cast<A>(to_float(round_to<fp16>(x, Rounding::nearest_even)));
-    case Format::fp32: return static_cast<A>(static_cast<float>(x));
+    case Format::bf16: return static_cast<A>(to_float(round_to<bf16>(x, mode, random_word)));
+    case Format::fp16: return static_cast<A>(to_float(round_to<fp16>(x, mode, random_word)));
+    case Format::fp32:
+      if constexpr (sizeof(A) > sizeof(float)) {
+        return static_cast<A>(mode == Rounding::nearest_even ? static_cast<float>(x) : round_to<float>(x, mode, random_word));
+      }
+      return x;
     case Format::fp64: return x;
   }
   return x;

@@ -10,9 +10,9 @@
 // allocator's peak instead.
 #include "experiments/catalog/catalog.hpp"
 #include "experiments/catalog/error_sweep.hpp"
-#include "kernels/memory_counter.hpp"
 #include "experiments/records.hpp"
 #include "gradcheck/caller.hpp"
+#include "kernels/memory_counter.hpp"
 
 namespace fc::experiments {
 namespace {
@@ -35,10 +35,7 @@ nlohmann::json measure(kernels::Subject& s, Sequence seq, const gradcheck::Case&
     }
   }
   const long long peak = kernels::memory::peak_bytes() - before;
-  const auto bytes = [](const gradcheck::Tensor& t) {
-    const auto& v = t.view();
-    return static_cast<long long>(v.shape[0] * v.shape[1] * v.shape[2] * v.shape[3]) * static_cast<long long>(format_info(v.format).bits / 8);
-  };
+  const auto bytes = [](const gradcheck::Tensor& t) { return static_cast<long long>(t.view().elements()) * (format_info(t.view().format).bits / 8); };
   nlohmann::json j = record_header("experiment", device_of(s.info()));
   j["experiment"] = "memory-scaling";
   j["subject"] = s.info().name;

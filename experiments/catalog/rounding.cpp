@@ -27,23 +27,13 @@
 #include "experiments/catalog/catalog.hpp"
 #include "experiments/catalog/error_sweep.hpp"
 #include "experiments/records.hpp"
+#include "precision/convert.hpp"
 #include "precision/philox.hpp"
-#include "precision/rounding.hpp"
 
 namespace fc::experiments {
 namespace {
 
 constexpr std::uint32_t kStreamTerms = 300, kStreamRounding = 301;
-
-double round_in(double x, Format f, Rounding mode, std::uint32_t word) {
-  switch (f) {
-    case Format::bf16: return to_double(round_to<bf16>(x, mode, word));
-    case Format::fp16: return to_double(round_to<fp16>(x, mode, word));
-    case Format::fp32: return static_cast<double>(round_to<float>(x, mode, word));
-    case Format::fp64: return x;
-  }
-  return x;
-}
 
 enum class Terms { constant, uniform, increments };
 constexpr std::array<Terms, 3> kAllTerms = {Terms::constant, Terms::uniform, Terms::increments};
@@ -59,13 +49,13 @@ nlohmann::json accumulation_record(Terms kind, Format f, Rounding mode, int n, i
   for (int t = 0; t < trials; ++t) {
     const RandomStream terms{seed + static_cast<std::uint64_t>(t), kStreamTerms}, bits{seed + static_cast<std::uint64_t>(t), kStreamRounding};
     // exact: the terms are 8..24-bit numbers whose sum (< 2^21 of them, within 2^-30..2^21) fits fp64's 53 bits
-    const double c = round_in(0.5 + static_cast<double>(terms.word(0, 1)) / 8589934592.0, f, Rounding::nearest_even, 0);
+    const double c = round_to_format(0.5 + static_cast<double>(terms.word(0, 1)) / 8589934592.0, f);
     double acc = kind == Terms::increments ? 1.0 : 0.0, exact = acc;
     for (int i = 0; i < n; ++i) {
       const double r = static_cast<double>(terms.word(static_cast<std::uint64_t>(i))) / 4294967296.0;  // [0, 1)
-      const double term = kind == Terms::constant ? c : round_in(kind == Terms::uniform ? r : r * u, f, Rounding::nearest_even, 0);
+      const double term = kind == Terms::constant ? c : round_to_format(kind == Terms::uniform ? r : r * u, f);
       exact += term;
-      acc = (i == 0 && kind != Terms::increments) ? term : round_in(acc + term, f, mode, bits.word(static_cast<std::uint64_t>(i)));
+      acc = (i == 0 && kind != Terms::increments) ? term : round_to_format(acc + term, f, mode, bits.word(static_cast<std::uint64_t>(i)));
     }
     const double rel = (acc - exact) / exact;
     sum_signed += rel, sum_sq += rel * rel, worst = std::max(worst, std::fabs(rel));

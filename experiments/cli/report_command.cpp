@@ -3,6 +3,9 @@
 // package reports/flashcheck_report (matplotlib, in the project's .venv). `--records DIR` draws a
 // report from records made elsewhere (the concatenated shards of a cluster run, say) without running.
 // An existing, non-empty DIR is refused unless --overwrite.
+#include <sys/wait.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>

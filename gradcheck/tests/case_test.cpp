@@ -3,10 +3,10 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <cmath>
+
 #include "gradcheck/generators.hpp"
 #include "gradcheck/inputs.hpp"
-
-#include <cmath>
 #include "kernels/builtin_subjects.hpp"
 
 namespace fc::gradcheck {

@@ -87,6 +87,14 @@ def panel_grid(rows, cols, width=4.2, height=3.2, **kwargs):
     return fig, axes
 
 
+def finish_panel(ax, legend_loc="best"):
+    """The common last touches of a panel: a light grid, and a small translucent legend when there is
+    anything to name."""
+    ax.grid(True, which="both", alpha=0.25)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=6.5, loc=legend_loc, framealpha=0.6)
+
+
 def plain_ticks(ax, xs=None):
     """Log axes labelled with plain numbers (0.5, 2, 1024) rather than powers of ten; when `xs` are
     given, the x ticks sit on the measured values."""

@@ -4,8 +4,8 @@ subject in its colour and the same-format baseline (plain attention computed in 
 in black dashes beside them."""
 
 from ..fit import loglog_slope
-from ..style import BASELINE_COLOR, BASELINE_LABEL, FORMATS, OPS, Figure, ordered, panel_grid, plain_ticks, save, subject_color
-from .common import baseline_curve, headline, series, subject_metric
+from ..style import BASELINE_COLOR, BASELINE_LABEL, FORMATS, OPS, Figure, finish_panel, ordered, panel_grid, plain_ticks, save, subject_color
+from .common import baseline_curve, headline, series, subject_metric, x_of
 
 METRIC_LABEL = {
     "max_norm": "max |error| / max |ref|",
@@ -55,12 +55,14 @@ def _sweep_figure(records, out_dir, *, experiment, name, metric, xlabel, xscale,
                 rho = next((r.get("rho") for r in cell if "rho" in r), None)
                 if rho:
                     ax.axhline(rho, ls=":", lw=1.2, color="#c00000", label=f"pass limit rho = {rho:g}")
-            ax.set_xscale(xscale) if xscale != "symlog" else ax.set_xscale("symlog", linthresh=1e-4)
+            if xscale == "symlog":
+                ax.set_xscale("symlog", linthresh=1e-4)  # the smallest nonzero outlier rate swept
+            else:
+                ax.set_xscale(xscale)
             ax.set_yscale("log")
-            plain_ticks(ax, [x for r in cell for x in [r["x"]["value"]]])
+            plain_ticks(ax, [x_of(r) for r in cell])
             ax.set_title(f"{op} {tensor}, {fmt}", fontsize=10)
-            ax.grid(True, which="both", alpha=0.25)
-            ax.legend(fontsize=6.5, loc="best", framealpha=0.6)
+            finish_panel(ax)
             if j == 0:
                 ax.set_ylabel(f"{METRIC_LABEL[metric]} (units of u)" if metric != "ratio" else METRIC_LABEL[metric])
             if i == len(ops) - 1:

@@ -4,8 +4,8 @@ of slope 1 (linear, what flash algorithms promise) and 2 (quadratic, plain atten
 
 from ..fit import loglog_slope
 from ..records import number
-from ..style import Figure, ordered, panel_grid, plain_ticks, save, subject_color
-from .common import series
+from ..style import Figure, finish_panel, ordered, panel_grid, plain_ticks, save, subject_color
+from .common import series, x_of
 
 OP_ORDER = ("fwd", "fwd+bwd", "hvp")
 OP_TITLE = {"fwd": "forward", "fwd+bwd": "forward + backward", "hvp": "Hessian-vector product (fwd, bwd, bwdbwd)"}
@@ -33,17 +33,16 @@ def draw(records, out_dir):
                 lowest = (xs[0], ys[0])
         if lowest:
             x0, y0 = lowest
-            xs = sorted({x for r in cell for x in [number(r["x"]["value"])]})
+            xs = sorted({x_of(r) for r in cell})
             ax.plot(xs, [y0 * (x / x0) for x in xs], ":", color="#888888", lw=1.0, label="slope 1 (linear)")
             ax.plot(xs, [y0 * (x / x0) ** 2 for x in xs], "--", color="#888888", lw=1.0, label="slope 2 (quadratic)")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        plain_ticks(ax, [number(r["x"]["value"]) for r in cell])
+        plain_ticks(ax, [x_of(r) for r in cell])
         ax.set_xlabel("sequence length N (= Nq = Nk)")
         ax.set_ylabel("peak memory beyond inputs (MiB)")
         ax.set_title(OP_TITLE.get(op, op), fontsize=10)
-        ax.grid(True, which="both", alpha=0.25)
-        ax.legend(fontsize=6.5, loc="upper left", framealpha=0.6)
+        finish_panel(ax, legend_loc="upper left")
     method = next((r.get("method") for r in records if r.get("method")), "")
     title = "Peak memory vs sequence length"
     fig.suptitle(title, fontsize=12)

@@ -4,7 +4,7 @@ at every key tile after the first, the most there can be. Right: the forward's O
 oracle per storage format, with the same-format baseline."""
 
 from ..records import number
-from ..style import BASELINE_COLOR, BASELINE_LABEL, FORMATS, Figure, ordered, panel_grid, plain_ticks, save, subject_color
+from ..style import BASELINE_COLOR, BASELINE_LABEL, FORMATS, Figure, finish_panel, ordered, panel_grid, plain_ticks, save, subject_color
 from .common import baseline_curve, series, subject_metric
 
 INPUT_STYLE = ("-", "--", ":", "-.")
@@ -50,8 +50,7 @@ def draw(records, out_dir):
         ax.set_ylabel("max |error| / max |O| (units of u)")
         ax.set_title(f"fwd O error, {fmt}", fontsize=10)
     for a in axes[0]:
-        a.grid(True, which="both", alpha=0.25)
-        a.legend(fontsize=6.5, loc="best", framealpha=0.6)
+        finish_panel(a)
     title = "FA4 selective rescaling: threshold tau vs rescale count and error"
     fig.suptitle(title, fontsize=12)
     fig.tight_layout()

@@ -12,8 +12,8 @@ from collections import defaultdict
 
 from ..fit import loglog_slope
 from ..records import number
-from ..style import FORMATS, Figure, ordered, panel_grid, plain_ticks, rank, save
-from .common import series, subject_metric
+from ..style import FORMATS, Figure, finish_panel, ordered, panel_grid, plain_ticks, rank, save
+from .common import series, subject_metric, x_of
 
 FORMAT_COLOR = {"bf16": "#d62728", "fp16": "#1f77b4", "fp32": "#2ca02c", "fp64": "#7f7f7f"}
 ROUNDING_STYLE = {"rn": "-", "sr": "--"}
@@ -39,7 +39,7 @@ def _accumulation_panel(ax, records, terms, table):
         table.append({"part": "accumulation", "terms": terms, "format": fmt, "rounding": ROUNDING_NAME[rnd],
                       "n max": xs[-1], "rms rel error / u at n max": ys[-1], "slope": slope})
     if chosen:
-        ns = sorted({number(r["x"]["value"]) for r in chosen})
+        ns = sorted({x_of(r) for r in chosen})
         ax.plot(ns, [n - 1 for n in ns], ":", color="#555555", lw=1.2, label="(n-1) u: the worst case, first order")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -63,7 +63,7 @@ def _bias_panel(ax, records, table):
         table.append({"part": "bias", "terms": "increments", "format": fmt, "rounding": ROUNDING_NAME[rnd],
                       "n max": xs[-1], "mean signed rel error / u at n max": ys[-1], "standard error / u": stderr})
     if chosen:
-        ns = sorted({number(r["x"]["value"]) for r in chosen})
+        ns = sorted({x_of(r) for r in chosen})
         ax.plot(ns, [-n / 2 for n in ns], ":", color="#555555", lw=1.2, label="-n/2: every increment lost")
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xscale("log", base=2)
@@ -89,7 +89,7 @@ def _outputs_panels(ax_err, ax_bias, records, op, table):
                       "N max": xs[-1], "rms / rms ref / u at N max": rms[-1], "mean signed / rms at N max": bias[-1]})
     ax_err.set_xscale("log", base=2)
     ax_err.set_yscale("log")
-    plain_ticks(ax_err, [x for r in chosen for x in [number(r["x"]["value"])]])
+    plain_ticks(ax_err, [x_of(r) for r in chosen])
     ax_err.set_xlabel("sequence length N")
     ax_err.set_ylabel(f"RMS error / RMS {tensor or '?'} (units of u)")
     ax_err.set_title(f"stored outputs: {op} {tensor or ''}, RN vs SR", fontsize=10)
@@ -113,9 +113,7 @@ def draw(records, out_dir):
     ax.set_title("bias of the stored outputs (o: fwd O, s: bwd dQ)", fontsize=10)
     for row in axes:
         for a in row:
-            a.grid(True, which="both", alpha=0.25)
-            if a.get_legend_handles_labels()[0]:
-                a.legend(fontsize=6.5, loc="best", framealpha=0.6)
+            finish_panel(a)
     title = "Round-to-nearest vs stochastic rounding"
     fig.suptitle(title, fontsize=12)
     fig.tight_layout()
