@@ -105,6 +105,7 @@ struct SubjectInfo {
   bool returns_lse = true;
   bool stochastic_rounding = false;  // honours round=sr in the policy
   bool deterministic = true;    // bitwise identical results for identical calls
+  bool host_allocations_counted = true;  // its memory goes through operator new (memory_counter.hpp sees it)
   std::vector<SubjectOption> options;  // current values
 
   bool supports(Op op) const;

@@ -5,6 +5,9 @@
 #include "kernels/cpu/flash_attention.hpp"
 #include "kernels/cpu/hog.hpp"
 #include "kernels/cpu/naive_attention.hpp"
+#if FLASHCHECK_HAVE_TORCH
+#include "kernels/torch/subjects.hpp"
+#endif
 
 namespace fc::kernels {
 
@@ -18,6 +21,10 @@ std::vector<std::unique_ptr<Subject>> make_builtin_subjects() {
   subjects.push_back(cpu::make_cpu_hog());
   subjects.push_back(cpu::make_cpu_hog_two_pass());
   subjects.push_back(cpu::make_cpu_attnres());
+#if FLASHCHECK_HAVE_TORCH
+  subjects.push_back(pt::make_torch_math());
+  for (auto& s : pt::make_torch_sdpa_subjects()) subjects.push_back(std::move(s));
+#endif
   return subjects;
 }
 

@@ -11,8 +11,10 @@ cd "$root"
 say() { echo "bootstrap: $*" >&2; }
 
 # --- 1. Debian packages --------------------------------------------------------------------------
+# libtorch-dev and python3-torch (Debian's CPU libtorch 1.13): the torch.* subjects and the PyTorch ops
 packages=(cmake ninja-build g++ git python3 python3-venv
-          libgtest-dev libgmock-dev librapidcheck-dev libboost-dev libeigen3-dev libcli11-dev nlohmann-json3-dev)
+          libgtest-dev libgmock-dev librapidcheck-dev libboost-dev libeigen3-dev libcli11-dev nlohmann-json3-dev
+          libtorch-dev python3-torch)
 if command -v dpkg-query >/dev/null; then
   missing=()
   for p in "${packages[@]}"; do

@@ -6,8 +6,10 @@
 // Measured on the host by the counting allocator (memory_counter.hpp): the peak of the bytes
 // allocated during the sequence beyond those live before it, that is every output and saved tensor
 // (O, L, gradients, second-order outputs) and the subject's own workspace; the inputs Q, K, V and the
-// cotangents exist before and are not counted. GPU subjects (issue 8) report their device
-// allocator's peak instead.
+// cotangents exist before and are not counted. Subjects whose memory the counter cannot see
+// (SubjectInfo::host_allocations_counted false: torch.* allocate through ATen's allocator) are left
+// out rather than reported as using nothing. GPU subjects (issue 8) report their device allocator's
+// peak instead.
 #include "experiments/catalog/catalog.hpp"
 #include "experiments/catalog/error_sweep.hpp"
 #include "experiments/records.hpp"
@@ -65,7 +67,8 @@ Experiment memory_scaling_experiment() {
                                              : ctx.scale == Scale::quick ? std::vector<int>{256, 512, 1024, 2048}
                                                                          : std::vector<int>{256, 512, 1024, 2048, 4096, 8192};
             std::vector<WorkItem> items;
-            for (kernels::Subject* s : select_subjects(ctx, is_attention)) {
+            const auto measurable = [](const kernels::SubjectInfo& i) { return is_attention(i) && i.host_allocations_counted; };
+            for (kernels::Subject* s : select_subjects(ctx, measurable)) {
               const kernels::SubjectInfo& info = s->info();
               const Format f = info.supports(Format::fp32) ? Format::fp32 : info.formats.front();
               for (Sequence seq : {Sequence::fwd, Sequence::fwd_bwd, Sequence::hvp}) {

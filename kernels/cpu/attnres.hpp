@@ -15,8 +15,10 @@
 //   phase 1 backward: p_i = exp(s_i - lse) from the stored lse, a_i = g . v_i, abar = sum p_i a_i,
 //     ds_i = p_i (a_i - abar + dlse), dv_i = sum_s [p_i g + ds_i (r_i w_s - s_i r_i^2 v_i / D)],
 //     dw_s += sum ds_i r_i v_i.
-//   dw is summed without atomics: each chunk of 64 tokens writes its own [S, D] partial (tokens in
-//   order), then the partials are added in chunk order. Results do not depend on the thread count.
+//   dw is summed without atomics: in each phase's backward, each chunk of 64 tokens writes its own
+//   [S, D] partial (tokens in order), the partials are added in chunk order, then phase 2's sum and
+//   phase 1's are added. Results do not depend on the thread count. The four kernels are functions of
+//   their own (attnres_phases.hpp), which the PyTorch ops call one phase at a time.
 //
 // Rounding points, against the CUDA kernels:
 //   same   inputs in their storage formats; every sum in the accumulation format (fp32) in the orders

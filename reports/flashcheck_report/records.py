@@ -31,7 +31,7 @@ class Records:
     """All records of a report, by kind."""
 
     experiments: dict = field(default_factory=dict)  # experiment name -> list of records (errors excluded)
-    errors: list = field(default_factory=list)  # records with verdict "error"
+    errors: list = field(default_factory=list)  # records with verdict "error", or a subject's error
     runs: list = field(default_factory=list)  # "run" records (one per run or shard)
     checks: list = field(default_factory=list)  # `flashcheck check --json` records
     files: list = field(default_factory=list)
@@ -88,7 +88,8 @@ def load(paths):
                     records.runs.append(r)
                 elif kind == "check":
                     records.checks.append(r)
-                elif r["verdict"] == "error":
+                elif r["verdict"] == "error" or "error" in r:
+                    # a subject's error (verdict "fail": it failed the case) has no metrics to draw
                     records.errors.append(r)
                 else:
                     records.experiments.setdefault(r["experiment"], []).append(r)

@@ -51,3 +51,12 @@ def test_error_records_are_kept_apart(tmp_path):
     write_jsonl(tmp_path / "a.jsonl", [header("rounding", verdict="error", item="x", error="boom"), header("rounding")])
     records = load([tmp_path])
     assert len(records.errors) == 1 and len(records.experiments["rounding"]) == 1
+
+
+def test_a_subject_error_is_kept_apart_though_its_verdict_is_fail(tmp_path):
+    # A subject that raises on a case within its declared limits fails the case (verdict "fail") and
+    # the record carries its message but no metrics: it must not reach the figures.
+    write_jsonl(tmp_path / "a.jsonl", [header("error-vs-seqlen", verdict="fail", item="x", error="not implemented for 'Half'"),
+                                       header("error-vs-seqlen")])
+    records = load([tmp_path])
+    assert len(records.errors) == 1 and len(records.experiments["error-vs-seqlen"]) == 1

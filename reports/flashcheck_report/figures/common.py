@@ -38,16 +38,25 @@ def _metric(t, side, metric):
     return number(m[metric])
 
 
+def _tensor(r, tensor):
+    """The record's metrics of `tensor` (default: the headline), or None for a record without them (a
+    case the subject failed with an error has no tensors; the page lists it among the failures)."""
+    tensors = r.get("tensors") or {}
+    return tensors.get(tensor or headline(r))
+
+
 def subject_metric(r, metric, tensor=None):
-    t = r["tensors"][tensor or headline(r)]
+    t = _tensor(r, tensor)
+    if t is None:
+        return None
     if metric == "ratio":
         return number(t["ratio"])
     return _metric(t, "subject", metric)
 
 
 def baseline_metric(r, metric, tensor=None):
-    t = r["tensors"][tensor or headline(r)]
-    if not t.get("baseline_usable", True):
+    t = _tensor(r, tensor)
+    if t is None or not t.get("baseline_usable", True):
         return None
     return _metric(t, "baseline", metric)
 

@@ -1,0 +1,159 @@
+// torch.sdpa.flash, torch.sdpa.efficient, torch.sdpa.cudnn: at::scaled_dot_product_attention with
+// exactly one CUDA backend enabled, so a case that backend cannot run fails with PyTorch's reason
+// instead of silently falling back to another backend.
+//
+// The harness's buffers live on the host: inputs are copied to the GPU in their dtype (exact), outputs
+// copied back. Backward is autograd through the fused op (PyTorch's own backward kernel of that
+// backend). GQA: key and value heads are repeated to the query heads before the call (what users of
+// PyTorch < 2.5 do; enable_gqa is not implemented by every backend), so dK and dV are summed over a
+// group by autograd in the storage dtype. Causal: SDPA's is_causal is the top-left alignment
+// (PyTorch issue 108108); bottom-right needs an explicit mask, which the fused backends decline.
+#include "kernels/torch/subjects.hpp"
+
+#include <torch/version.h>
+
+#if TORCH_VERSION_MAJOR >= 2
+
+#include <ATen/Context.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/cuda.h>
+
+#include <mutex>
+
+#include "kernels/tensor_io.hpp"
+#include "kernels/torch/attention_graph.hpp"
+#include "kernels/torch/tensor_bridge.hpp"
+
+namespace fc::kernels::pt {
+namespace {
+
+enum class Backend { flash, efficient, cudnn };
+
+// The backend switches are process-wide flags: one SDPA call at a time changes them, and restores them.
+std::mutex& backend_switch_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+class OnlyBackend {
+ public:
+  explicit OnlyBackend(Backend b) : lock_(backend_switch_mutex()) {
+    at::Context& ctx = at::globalContext();
+    flash_ = ctx.userEnabledFlashSDP(), efficient_ = ctx.userEnabledMemEfficientSDP(), math_ = ctx.userEnabledMathSDP();
+    cudnn_ = ctx.userEnabledCuDNNSDP();
+    set(b == Backend::flash, b == Backend::efficient, false, b == Backend::cudnn);
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 5
+    overrideable_ = ctx.userEnabledOverrideableSDP();
+    ctx.setSDPUseOverrideable(false);
+#endif
+  }
+  ~OnlyBackend() {
+    set(flash_, efficient_, math_, cudnn_);
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 5
+    at::globalContext().setSDPUseOverrideable(overrideable_);
+#endif
+  }
+  OnlyBackend(const OnlyBackend&) = delete;
+  OnlyBackend& operator=(const OnlyBackend&) = delete;
+
+ private:
+  static void set(bool flash, bool efficient, bool math, bool cudnn) {
+    at::Context& ctx = at::globalContext();
+    ctx.setSDPUseFlash(flash), ctx.setSDPUseMemEfficient(efficient), ctx.setSDPUseMath(math), ctx.setSDPUseCuDNN(cudnn);
+  }
+  std::lock_guard<std::mutex> lock_;
+  bool flash_ = true, efficient_ = true, math_ = true, cudnn_ = true, overrideable_ = true;
+};
+
+at::Tensor to_device(const TensorView& t, bool requires_grad) {
+  return tensor_of(t).to(at::kCUDA).contiguous().requires_grad_(requires_grad);
+}
+
+void store(const TensorView& out, const at::Tensor& value) {
+  at::Tensor target = tensor_of(out);
+  if (value.defined()) {
+    target.copy_(value.detach().to(at::kCPU));
+  } else {
+    target.zero_();
+  }
+}
+
+class SdpaSubject final : public Subject {
+ public:
+  SdpaSubject(Backend backend, std::string name, std::string description) : backend_(backend) {
+    info_.name = std::move(name);
+    info_.description = std::move(description);
+    info_.family = Family::attention;
+    info_.ops = {Op::fwd, Op::bwd};
+    info_.formats = {Format::bf16, Format::fp16};
+    info_.accumulate_formats = {Format::fp32};
+    // What all three fused backends accept on sm_90 (multiples of 8; cuDNN's limit is 128 for bwd).
+    info_.head_dims = {32, 64, 96, 128};
+    info_.max_head_dim = 128;
+    info_.masks = {Mask::none, Mask::causal_top_left};
+    info_.separate_dv = false;
+    info_.returns_lse = false;
+    info_.deterministic = false;  // PyTorch documents the fused backwards as nondeterministic (atomics in dQ or dK, dV)
+    info_.host_allocations_counted = false;
+  }
+  const SubjectInfo& info() const override { return info_; }
+
+  void run(Op op, const AttentionCall& c) override {
+    validate_call(info_, op, c);
+    require_uniform_policy(info_, c.policy);
+    for (auto [t, what] : {std::pair{&c.q, "Q"}, std::pair{&c.k, "K"}, std::pair{&c.v, "V"}}) require_finite(*t, info_.name, what);
+    if (op == Op::bwd) require_finite(c.dout, info_.name, "dO");
+    try {
+      compute(op, c);
+    } catch (const c10::Error& e) {
+      rethrow_as_subject_error(info_, e);
+    }
+  }
+
+ private:
+  void compute(Op op, const AttentionCall& c) const {
+    const bool differentiate = op == Op::bwd;
+    const c10::AutoGradMode grad_mode(differentiate);
+    const at::Tensor q = to_device(c.q, differentiate), k = to_device(c.k, differentiate), v = to_device(c.v, differentiate);
+    at::Tensor o;
+    {
+      const OnlyBackend only(backend_);
+      o = at::scaled_dot_product_attention(q, repeat_kv_heads(k, q.size(1)), repeat_kv_heads(v, q.size(1)), /*attn_mask=*/{},
+                                           /*dropout_p=*/0.0, /*is_causal=*/c.mask == Mask::causal_top_left, c.scale);
+      if (op == Op::fwd) {
+        store(c.out_o, o);
+        return;
+      }
+      const std::vector<at::Tensor> g = torch::autograd::grad({o}, {q, k, v}, {to_device(c.dout, false)});
+      store(c.dq, g[0]), store(c.dk, g[1]), store(c.dv, g[2]);
+    }
+  }
+
+  Backend backend_;
+  SubjectInfo info_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Subject>> make_torch_sdpa_subjects() {
+  std::vector<std::unique_ptr<Subject>> subjects;
+  if (!torch::cuda::is_available()) return subjects;
+  subjects.push_back(std::make_unique<SdpaSubject>(Backend::flash, "torch.sdpa.flash",
+                                                   "PyTorch SDPA, FlashAttention-2 backend only (CUDA), fwd and bwd"));
+  subjects.push_back(std::make_unique<SdpaSubject>(Backend::efficient, "torch.sdpa.efficient",
+                                                   "PyTorch SDPA, memory-efficient (xFormers) backend only (CUDA), fwd and bwd"));
+  subjects.push_back(std::make_unique<SdpaSubject>(Backend::cudnn, "torch.sdpa.cudnn",
+                                                   "PyTorch SDPA, cuDNN backend only (CUDA), fwd and bwd"));
+  return subjects;
+}
+
+}  // namespace fc::kernels::pt
+
+#else  // libtorch 1.x: no per-backend switches worth grading (and no CUDA in Debian's build)
+
+namespace fc::kernels::pt {
+std::vector<std::unique_ptr<Subject>> make_torch_sdpa_subjects() { return {}; }
+}  // namespace fc::kernels::pt
+
+#endif

@@ -1,0 +1,243 @@
+"""flashcheck's PyTorch ops: autograd to second order (gradcheck, gradgradcheck in float64 on the CPU
+backends), agreement with eager PyTorch, strides, and clear errors for bad input."""
+import math
+import unittest
+
+import torch
+
+import flashcheck
+
+torch.manual_seed(0)
+F64 = torch.float64
+
+
+def plain_attention(q, k, v, mask="none", scale=None):
+    """Eager attention in the inputs' dtype (the autograd reference), GQA by repeating kv heads."""
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    s = scale * q @ k.transpose(-2, -1)
+    nq, nk = s.shape[-2:]
+    i = torch.arange(nq).unsqueeze(1)
+    j = torch.arange(nk).unsqueeze(0)
+    if mask != "none":
+        visible = j <= i if mask == "causal_tl" else j <= i + (nk - nq)
+        s = s.masked_fill(~visible, float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+def random_qkv(b=1, hq=2, hkv=1, nq=3, nk=4, d=3, dv=2, dtype=F64, requires_grad=True):
+    q = torch.randn(b, hq, nq, d, dtype=dtype, requires_grad=requires_grad)
+    k = torch.randn(b, hkv, nk, d, dtype=dtype, requires_grad=requires_grad)
+    v = torch.randn(b, hkv, nk, dv, dtype=dtype, requires_grad=requires_grad)
+    return q, k, v
+
+
+MASKS = {"none": dict(causal=False), "causal_tl": dict(causal=True, causal_alignment="top_left"),
+         "causal_br": dict(causal=True, causal_alignment="bottom_right")}
+
+
+class AttentionAutograd(unittest.TestCase):
+    def test_gradcheck_and_gradgradcheck_in_float64(self):
+        # float64 storage and accumulation: finite differences with eps 1e-6 agree to ~1e-10, far inside
+        # gradcheck's default atol 1e-5, rtol 1e-3; a wrong derivative is off by O(1).
+        for mask, kwargs in MASKS.items():
+            for nq, nk in ((3, 4), (4, 3)):
+                with self.subTest(mask=mask, nq=nq, nk=nk):
+                    q, k, v = random_qkv(nq=nq, nk=nk)
+
+                    def f(q, k, v):
+                        return flashcheck.attention(q, k, v, scale=0.7, **kwargs)
+
+                    self.assertTrue(torch.autograd.gradcheck(f, (q, k, v)))
+                    self.assertTrue(torch.autograd.gradgradcheck(f, (q, k, v)))
+
+    def test_second_derivative_matches_autograd_through_plain_attention(self):
+        for hog in ("hog", "hog.2pass"):
+            with self.subTest(double_backward_kernel=hog):
+                q, k, v = random_qkv(b=2, hq=4, hkv=2, nq=5, nk=7, d=4, dv=3)
+                do = torch.randn(2, 4, 5, 3, dtype=F64)
+                u = [torch.randn_like(x) for x in (q, k, v)]
+
+                def hvp(attn):
+                    grads = torch.autograd.grad(attn(q, k, v), (q, k, v), do, create_graph=True)
+                    return torch.autograd.grad(grads, (q, k, v), u)
+
+                ours = hvp(lambda q, k, v: flashcheck.attention(q, k, v, causal=True, double_backward_kernel=hog))
+                reference = hvp(lambda q, k, v: plain_attention(q, k, v, "causal_tl"))
+                for a, b in zip(ours, reference):
+                    torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+    def test_second_derivative_with_create_graph_works_and_a_third_is_refused(self):
+        # create_graph=True on the second derivative is what torch.autograd.functional.hvp and gradient
+        # penalties ask for: it must work; only a third derivative, when taken, is refused.
+        q, k, v = random_qkv()
+        (dq,) = torch.autograd.grad(flashcheck.attention(q, k, v).sum(), q, create_graph=True)
+        (dqq,) = torch.autograd.grad(dq.sum(), q, create_graph=True)
+        (reference,) = torch.autograd.grad(
+            torch.autograd.grad(plain_attention(q, k, v).sum(), q, create_graph=True)[0].sum(), q)
+        torch.testing.assert_close(dqq.detach(), reference, rtol=1e-10, atol=1e-12)
+        self.assertTrue(dqq.requires_grad)
+        with self.assertRaisesRegex(RuntimeError, "third derivatives are not implemented"):
+            torch.autograd.grad(dqq.sum(), q)
+
+    def test_functional_hvp(self):
+        q, k, v = random_qkv()
+        u = tuple(torch.randn_like(x) for x in (q, k, v))
+
+        def loss(attn):
+            return lambda q, k, v: attn(q, k, v).pow(2).sum()
+
+        _, ours = torch.autograd.functional.hvp(loss(flashcheck.attention), (q, k, v), u)
+        _, reference = torch.autograd.functional.hvp(loss(plain_attention), (q, k, v), u)
+        for a, b in zip(ours, reference):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+    def test_strided_inputs_give_the_contiguous_result(self):
+        # [B, N, H, D] memory seen as [B, H, N, D]: the CPU backends read any strides.
+        q0 = torch.randn(2, 6, 3, 8, dtype=torch.float32)
+        k0 = torch.randn(2, 5, 3, 8, dtype=torch.float32)
+        v0 = torch.randn(2, 5, 3, 4, dtype=torch.float32)
+        q, k, v = (x.transpose(1, 2) for x in (q0, k0, v0))
+        self.assertFalse(q.is_contiguous())
+        strided = flashcheck.attention(q, k, v, causal=True)
+        contiguous = flashcheck.attention(q.contiguous(), k.contiguous(), v.contiguous(), causal=True)
+        self.assertTrue(torch.equal(strided, contiguous))
+
+    def test_bf16_error_is_within_its_rounding(self):
+        # O is a convex combination of V's rows: with V and P stored in bf16 and fp32 accumulation, each
+        # element's error is below (2u + N 2^-24) max|V| with u = 2^-8; 4u max|V| leaves room for the
+        # rounding of O itself.
+        q, k, v = random_qkv(b=2, hq=4, hkv=2, nq=64, nk=80, d=32, dv=32, dtype=torch.bfloat16, requires_grad=False)
+        o = flashcheck.attention(q, k, v, causal=True, causal_alignment="bottom_right")
+        self.assertEqual(o.dtype, torch.bfloat16)
+        reference = plain_attention(q.double(), k.double(), v.double(), "causal_br")
+        bound = 4 * 2.0 ** -8 * v.double().abs().max()
+        self.assertLessEqual((o.double() - reference).abs().max().item(), bound.item())
+
+    def test_fully_masked_rows_are_zero_with_zero_gradient(self):
+        # top-left causal with Nq > Nk... every row sees key 0; bottom-right with Nq > Nk hides the first rows
+        q, k, v = random_qkv(nq=5, nk=2)
+        o = flashcheck.attention(q, k, v, causal=True, causal_alignment="bottom_right")
+        self.assertTrue(torch.equal(o[:, :, :3], torch.zeros_like(o[:, :, :3])))
+        (dq,) = torch.autograd.grad(o.sum(), q)
+        self.assertTrue(torch.equal(dq[:, :, :3], torch.zeros_like(dq[:, :, :3])))
+
+    def test_forward_op_returns_the_log_sum_exp(self):
+        q, k, v = random_qkv(requires_grad=False)
+        o, lse = torch.ops.flashcheck.attention_forward(q, k, v, "none", None, "fa2", None)
+        s = (q @ k.repeat_interleave(2, 1).transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        torch.testing.assert_close(lse, torch.logsumexp(s, -1), rtol=1e-13, atol=1e-13)
+        torch.testing.assert_close(o, plain_attention(q, k, v), rtol=1e-12, atol=1e-13)
+
+
+class AttentionErrors(unittest.TestCase):
+    def assert_refused(self, pattern, fn):
+        with self.assertRaisesRegex(RuntimeError, pattern):
+            fn()
+
+    def test_bad_input_raises_clear_errors(self):
+        q, k, v = random_qkv(requires_grad=False)
+        att = flashcheck.attention
+        self.assert_refused("k has dtype Float, expected Double", lambda: att(q, k.float(), v))
+        self.assert_refused("must have 4 dimensions", lambda: att(q, k[0], v))
+        self.assert_refused("head dims differ", lambda: att(q, k[..., :2], v))
+        self.assert_refused("same heads and sequence length", lambda: att(q, k, v[:, :, :3]))
+        self.assert_refused("multiple of key/value heads", lambda: att(q[:, :1].expand(1, 3, 3, 3), k.expand(1, 2, 4, 3), v.expand(1, 2, 4, 2)))
+        self.assert_refused("is empty", lambda: att(q[:, :, :0], k, v))
+        self.assert_refused("NaN|non-finite", lambda: att(q.clone().fill_(float("nan")), k, v))
+        self.assert_refused("not supported", lambda: att(q.to(torch.int32), k, v))
+        self.assert_refused("unknown mask", lambda: torch.ops.flashcheck.attention(q, k, v, "diagonal", None, "fa2", "hog", None))
+        self.assert_refused("no subject named cpu.fa9", lambda: att(q, k, v, kernel="fa9"))
+        self.assert_refused("bad policy", lambda: att(q, k, v, policy="fp64,acc=int8"))
+        with self.assertRaises(ValueError):
+            att(q, k, v, causal=True, causal_alignment="middle")
+
+    @unittest.skipUnless(torch.cuda.is_available(), "no CUDA device: the CUDA dispatch cannot be exercised here")
+    def test_cuda_tensors_get_a_clear_error_until_the_kernel_exists(self):
+        q, k, v = (x.cuda() for x in random_qkv(requires_grad=False, dtype=torch.bfloat16))
+        self.assert_refused("no CUDA kernel|CUDA", lambda: flashcheck.attention(q, k, v))
+
+
+def attnres_reference(values, partial, queries, eps=1e-6):
+    r = torch.rsqrt(values.pow(2).mean(-1) + eps)
+    logits = torch.einsum("sd,nbtd->sbtn", queries, values) * r.permute(1, 2, 0).unsqueeze(0)
+    o = torch.einsum("sbtn,nbtd->sbtd", torch.softmax(logits, -1), values)
+    lse = torch.logsumexp(logits, -1)
+    su = torch.rsqrt(partial.pow(2).mean(-1) + eps) * torch.einsum("sd,sbtd->sbt", queries, partial)
+    beta = torch.sigmoid(su - lse).unsqueeze(-1)
+    return o + beta * (partial - o)
+
+
+def attnres_inputs(n=3, b=2, t=3, d=4, s=2, dtype=F64):
+    values = torch.randn(n, b, t, d, dtype=dtype, requires_grad=True)
+    partial = torch.randn(s, b, t, d, dtype=dtype, requires_grad=True)
+    queries = torch.randn(s, d, dtype=dtype, requires_grad=True)
+    return values, partial, queries
+
+
+class AttnResAutograd(unittest.TestCase):
+    def test_gradcheck_and_gradgradcheck_in_float64(self):
+        values, partial, queries = attnres_inputs()
+        self.assertTrue(torch.autograd.gradcheck(flashcheck.attnres, (values, partial, queries)))
+        self.assertTrue(torch.autograd.gradgradcheck(flashcheck.attnres, (values, partial, queries)))
+
+    def test_matches_the_eager_formula_to_second_order(self):
+        values, partial, queries = attnres_inputs(n=4, b=1, t=5, d=8, s=3)
+        dh = torch.randn(3, 1, 5, 8, dtype=F64)
+        u = [torch.randn_like(x) for x in (values, partial, queries)]
+
+        def hvp(f):
+            h = f(values, partial, queries)
+            grads = torch.autograd.grad(h, (values, partial, queries), dh, create_graph=True)
+            return (h,) + grads + torch.autograd.grad(grads, (values, partial, queries), u)
+
+        for a, b in zip(hvp(flashcheck.attnres), hvp(attnres_reference)):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+    def test_functional_hvp_and_refused_third_derivative(self):
+        values, partial, queries = attnres_inputs()
+        u = tuple(torch.randn_like(x) for x in (values, partial, queries))
+
+        def loss(f):
+            return lambda *xs: f(*xs).pow(2).sum()
+
+        _, ours = torch.autograd.functional.hvp(loss(flashcheck.attnres), (values, partial, queries), u)
+        _, reference = torch.autograd.functional.hvp(loss(attnres_reference), (values, partial, queries), u)
+        for a, b in zip(ours, reference):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+        (g,) = torch.autograd.grad(flashcheck.attnres(values, partial, queries).sum(), queries, create_graph=True)
+        (gg,) = torch.autograd.grad(g.sum(), queries, create_graph=True)
+        with self.assertRaisesRegex(RuntimeError, "third derivatives are not implemented"):
+            torch.autograd.grad(gg.sum(), queries)
+
+    def test_phase_ops_by_hand(self):
+        values, partial, queries = attnres_inputs(dtype=torch.float32)
+        o, lse = torch.ops.flashcheck.attnres_phase1_forward(values.detach(), queries.detach(), 1e-6)
+        self.assertEqual((o.dtype, lse.dtype, lse.shape), (torch.float32, torch.float32, torch.Size([2, 2, 3])))
+        h = torch.ops.flashcheck.attnres_phase2_forward(o, lse, partial.detach(), queries.detach(), 1e-6)
+        torch.testing.assert_close(h, attnres_reference(values, partial, queries).detach(), rtol=1e-5, atol=1e-6)
+        d_o, d_lse, d_partial, d_queries = torch.ops.flashcheck.attnres_phase2_backward(
+            o, lse, partial.detach(), queries.detach(), torch.ones_like(h), 1e-6)
+        self.assertEqual(d_lse.shape, lse.shape)
+        d_values, d_queries1 = torch.ops.flashcheck.attnres_phase1_backward(values.detach(), queries.detach(), lse, d_o, d_lse, 1e-6)
+        self.assertEqual(d_values.shape, values.shape)
+
+    def test_bad_input_raises_clear_errors(self):
+        values, partial, queries = (x.detach() for x in attnres_inputs(dtype=torch.float32))
+        with self.assertRaisesRegex(RuntimeError, "queries are \\[S, D\\]"):
+            flashcheck.attnres(values, partial, queries[:, :3])
+        with self.assertRaisesRegex(RuntimeError, "queries has dtype"):
+            flashcheck.attnres(values, partial, queries.double())
+        with self.assertRaisesRegex(RuntimeError, "partial has shape"):
+            flashcheck.attnres(values, partial[:, :, :2], queries)
+        with self.assertRaisesRegex(RuntimeError, "NaN or Inf"):
+            flashcheck.attnres(values.clone().fill_(float("inf")), partial, queries)
+        with self.assertRaisesRegex(RuntimeError, "eps must be finite and > 0"):
+            flashcheck.attnres(values, partial, queries, eps=0.0)
+        with self.assertRaisesRegex(RuntimeError, "is empty"):
+            flashcheck.attnres(values[:, :, :0], partial[:, :, :0], queries)
+
+
+if __name__ == "__main__":
+    unittest.main()
