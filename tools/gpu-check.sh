@@ -43,9 +43,18 @@ for tool in memcheck racecheck; do
 done
 step "cpu tests (all but long)" cpu-tests.log ctest --test-dir build-gpu -LE "gpu|long" -j "$jobs" --output-on-failure || status=1
 step "precision-bench" precision-bench.log build-gpu/bin/precision-bench || status=1
+# PyTorch's own fused attention (torch.sdpa.*, registered when libtorch sees a CUDA device) through
+# the harness: FLASHCHECK_GPU_CHECK_CASES cases per op and format (default 500).
+for subject in $(build-gpu/bin/flashcheck list 2>/dev/null | awk '$1 ~ /^torch\.sdpa\./ {print $1}'); do
+  step "check $subject" "check-$subject.log" build-gpu/bin/flashcheck check --subject "$subject" --op all \
+    --cases "${FLASHCHECK_GPU_CHECK_CASES:-500}" --seed 2026 --no-corpus || status=1
+done
 
 echo
 echo "commit $commit | device ${device:-none} | $(build-gpu/bin/flashcheck --version 2>/dev/null)"
 grep -E "tests passed|Skipped|Not Run" "$out/gpu-tests.log" "$out/cpu-tests.log" 2>/dev/null | sed 's/^.*\.log://' | sort -u
+for log in "$out"/check-*.log; do  # the harness tables of the checks, for the record
+  [ -f "$log" ] && { echo "== $(basename "$log" .log)"; grep -E "^(fwd|bwd|bwdbwd) |^check:" "$log"; }
+done
 printf '%s\n' "${rows[@]}"
 exit $status
