@@ -39,7 +39,8 @@ std::string utc_now() {
 }
 
 std::string device_of(const kernels::SubjectInfo& info) {
-  if (info.name.rfind("cpu.", 0) == 0 || info.name.rfind("plugin.", 0) == 0) return cpu_device_name();
+  if (!info.device.empty()) return info.device;
+  if (info.name.rfind("cpu.", 0) == 0 || info.name.rfind("plugin.", 0) == 0 || info.name == "torch.math") return cpu_device_name();
   return "unknown";
 }
 

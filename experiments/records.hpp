@@ -26,8 +26,9 @@ std::string utc_now();
 // The fields every record carries: schema, device, commit, time.
 nlohmann::json record_header(const std::string& kind, const std::string& device);
 
-// The device a subject runs on: the CPU's model name for cpu.* and plugin.* subjects (plugins run on
-// the host unless they say otherwise), "unknown" for the others until their backends report it.
+// The device a subject runs on: what its SubjectInfo::device says (the GPU's name for cuda.* and
+// torch.sdpa.*), else the CPU's model name for cpu.*, plugin.* (plugins run on the host unless they
+// say otherwise) and torch.math; "unknown" otherwise.
 std::string device_of(const kernels::SubjectInfo& info);
 
 // x as printf's %g writes it (labels, file names).

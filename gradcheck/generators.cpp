@@ -5,12 +5,14 @@
 #include <vector>
 
 namespace fc::gradcheck {
-rc::Gen<int> sequence_lengths(int max_len) {
+rc::Gen<int> sequence_lengths(int max_len, int min_len) {
   std::vector<int> stress;
   for (int n : {1, 2, 3, 5, 7, 13, 17, 31, 33, 47, 63, 65, 97, 127, 129, 131, 191, 255, 257}) {
-    if (n <= max_len) stress.push_back(n);
+    if (n >= min_len && n <= max_len) stress.push_back(n);
   }
-  return rc::gen::oneOf(rc::gen::inRange(1, std::min(max_len, 20) + 1), rc::gen::elementOf(stress));
+  const int low = std::min(min_len, max_len);
+  if (stress.empty()) stress.push_back(low);
+  return rc::gen::oneOf(rc::gen::inRange(low, std::max(low, std::min(max_len, 20)) + 1), rc::gen::elementOf(stress));
 }
 
 rc::Gen<Case> case_generator(const kernels::SubjectInfo& info, const PrecisionPolicy& policy, const GeneratorLimits& limits) {
@@ -26,18 +28,19 @@ rc::Gen<Case> case_generator(const kernels::SubjectInfo& info, const PrecisionPo
   }
   std::vector<kernels::Mask> masks = info.masks;
   std::sort(masks.begin(), masks.end());  // none first: shrinks to no mask
-  const bool gqa = info.gqa, separate_dv = info.separate_dv;
+  const bool gqa = info.gqa, separate_dv = info.separate_dv, causal_equal_lengths = info.causal_equal_lengths;
+  const int min_seq = info.min_seq;
   return rc::gen::exec([=] {
     Case c;
     c.policy = policy;
     c.shape.batch = *rc::gen::inRange(1, 3);
     c.shape.heads_kv = *rc::gen::inRange(1, 3);
     c.shape.heads_q = c.shape.heads_kv * (gqa ? *rc::gen::inRange(1, 4) : 1);
-    c.shape.seq_q = *sequence_lengths(max_seq);
-    c.shape.seq_k = *sequence_lengths(max_seq);
+    c.mask = *rc::gen::elementOf(masks);
+    c.shape.seq_q = *sequence_lengths(max_seq, min_seq);
+    c.shape.seq_k = c.mask != kernels::Mask::none && causal_equal_lengths ? c.shape.seq_q : *sequence_lengths(max_seq, min_seq);
     c.shape.head_dim = *rc::gen::elementOf(dims);
     c.shape.head_dim_v = separate_dv && *rc::gen::inRange(0, 4) == 3 ? *rc::gen::elementOf(dims) : c.shape.head_dim;
-    c.mask = *rc::gen::elementOf(masks);
     c.scale = *rc::gen::element(1.0, 0.5, 2.0, 0.125) / std::sqrt(static_cast<double>(c.shape.head_dim));
     c.inputs = *rc::gen::weightedElement<InputDistribution>({{6, {Distribution::normal, 1.0}},
                                                                {1, {Distribution::outliers, 1.0}},

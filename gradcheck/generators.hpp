@@ -17,9 +17,9 @@ struct GeneratorLimits {
   int max_head_dim = 128;
 };
 
-// Sequence lengths: 1..20, or values that stress tails and tiles: primes and neighbours of 16, 32,
-// 64 and 128 multiples (bounded by `max_len`).
-rc::Gen<int> sequence_lengths(int max_len);
+// Sequence lengths: min_len..20, or values that stress tails and tiles: primes and neighbours of 16,
+// 32, 64 and 128 multiples (within [min_len, max_len]).
+rc::Gen<int> sequence_lengths(int max_len, int min_len = 1);
 
 rc::Gen<Case> case_generator(const kernels::SubjectInfo& info, const PrecisionPolicy& policy, const GeneratorLimits& limits = {});
 

@@ -53,20 +53,26 @@ std::string format_subject_table(const Registry& registry) {
     for (const auto& x : items) s += (s.empty() ? "" : ",") + std::string(name_of(x));
     return s.empty() ? std::string("-") : s;
   };
-  char line[512];
-  std::snprintf(line, sizeof line, "%-22s %-9s %-15s %-19s %-12s %-27s %-4s %-6s %s\n", "subject", "family", "ops", "formats",
-                "head dims", "masks", "GQA", "determ", "description");
-  out << line;
+  const auto row = [&](const std::string& subject, const std::string& family, const std::string& ops, const std::string& formats,
+                       const std::string& dims, const std::string& masks, const std::string& gqa, const std::string& determ,
+                       const std::string& description) {
+    char fixed[256];
+    std::snprintf(fixed, sizeof fixed, "%-22s %-9s %-15s %-19s %-12s %-27s %-4s %-6s ", subject.c_str(), family.c_str(), ops.c_str(),
+                  formats.c_str(), dims.c_str(), masks.c_str(), gqa.c_str(), determ.c_str());
+    out << fixed << description << "\n";  // the description in full, however long
+  };
+  row("subject", "family", "ops", "formats", "head dims", "masks", "GQA", "determ", "description");
   for (const kernels::Subject* s : registry.subjects()) {
     const kernels::SubjectInfo& i = s->info();
     const std::string dims = i.head_dims.empty() ? "1.." + std::to_string(i.max_head_dim)
                                                  : join(i.head_dims, [](int d) { return std::to_string(d); });
-    std::snprintf(line, sizeof line, "%-22s %-9s %-15s %-19s %-12s %-27s %-4s %-6s %s\n", i.name.c_str(),
-                  std::string(kernels::name(i.family)).c_str(), join(i.ops, [](kernels::Op o) { return kernels::name(o); }).c_str(),
-                  join(i.formats, [](Format f) { return fc::name(f); }).c_str(), dims.c_str(),
-                  join(i.masks, [](kernels::Mask m) { return kernels::name(m); }).c_str(), i.gqa ? "yes" : "no",
-                  i.deterministic ? "yes" : "no", i.description.c_str());
-    out << line;
+    std::string limits;  // the limits beyond the columns
+    if (i.min_seq > 1) limits += "N >= " + std::to_string(i.min_seq);
+    if (i.max_seq > 0) limits += std::string(limits.empty() ? "" : "; ") + "N <= " + std::to_string(i.max_seq);
+    if (i.causal_equal_lengths) limits += std::string(limits.empty() ? "" : "; ") + "causal only with Nq = Nk";
+    row(i.name, std::string(kernels::name(i.family)), join(i.ops, [](kernels::Op o) { return kernels::name(o); }),
+        join(i.formats, [](Format f) { return fc::name(f); }), dims, join(i.masks, [](kernels::Mask m) { return kernels::name(m); }),
+        i.gqa ? "yes" : "no", i.deterministic ? "yes" : "no", i.description + (limits.empty() ? "" : " [" + limits + "]"));
   }
   return out.str();
 }

@@ -91,7 +91,14 @@ void validate_problem(const SubjectInfo& info, Op op, const AttentionShape& s, M
   if (info.max_seq > 0 && (s.seq_q > info.max_seq || s.seq_k > info.max_seq)) {
     fail(info, "sequence longer than its limit " + std::to_string(info.max_seq));
   }
+  if (s.seq_q < info.min_seq || s.seq_k < info.min_seq) {
+    fail(info, "sequences shorter than its limit " + std::to_string(info.min_seq) + " (Nq = " + std::to_string(s.seq_q) +
+                   ", Nk = " + std::to_string(s.seq_k) + ")");
+  }
   if (!info.supports(mask)) fail(info, "does not support mask " + std::string(name(mask)));
+  if (mask != Mask::none && info.causal_equal_lengths && s.seq_q != s.seq_k) {
+    fail(info, "supports causal masks only with Nq = Nk (got Nq = " + std::to_string(s.seq_q) + ", Nk = " + std::to_string(s.seq_k) + ")");
+  }
   if (!std::isfinite(scale)) fail(info, "softmax scale is not finite");
 }
 

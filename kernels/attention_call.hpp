@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -99,6 +100,8 @@ struct SubjectInfo {
   std::vector<int> head_dims;   // empty: any d in [1, max_head_dim]
   int max_head_dim = 256;
   int max_seq = 0;              // 0: unbounded
+  int min_seq = 1;              // Nq and Nk at least this (cuDNN's SDPA refuses Nk = 1)
+  bool causal_equal_lengths = false;  // causal masks only with Nq == Nk (PyTorch's SDPA flash backend)
   std::vector<Mask> masks;
   bool gqa = true;              // Hq a multiple of Hkv > 1
   bool separate_dv = true;      // dv may differ from d
@@ -106,6 +109,7 @@ struct SubjectInfo {
   bool stochastic_rounding = false;  // honours round=sr in the policy
   bool deterministic = true;    // bitwise identical results for identical calls
   bool host_allocations_counted = true;  // its memory goes through operator new (memory_counter.hpp sees it)
+  std::string device;           // where it runs, for records ("cuda: NVIDIA H100 80GB HBM3"); empty: the host CPU
   std::vector<SubjectOption> options;  // current values
 
   bool supports(Op op) const;
@@ -123,6 +127,23 @@ struct SubjectError : std::runtime_error {
 
 struct AttnResCall;  // attnres_call.hpp
 
+// A throughput measurement on the subject's own device (`flashcheck bench`): inputs of `format` drawn
+// from N(0, 1) on the device (never zeros), contiguous [B, H, N, D], timed after `warmup` runs.
+struct TimingRequest {
+  AttentionShape shape;
+  Mask mask = Mask::none;
+  double scale = 1;
+  Format format = Format::bf16;
+  Op op = Op::fwd;  // fwd: the forward; bwd: the backward alone, from a forward's saved O and L
+  int warmup = 5;
+  int repeats = 20;
+  std::uint64_t seed = 1;
+};
+struct Timing {
+  std::vector<double> milliseconds;  // one per repeat (device events around each run)
+  double device_bytes = 0;           // device memory the measured op held (inputs, outputs, workspace)
+};
+
 class Subject {
  public:
   virtual ~Subject() = default;
@@ -137,6 +158,9 @@ class Subject {
   virtual void set_option(const std::string& name, const std::string& value);
   // What the last call measured (empty for most subjects).
   virtual std::vector<Counter> counters() const { return {}; }
+  // Times an op on the subject's device; subjects that cannot (the CPU backends) return none.
+  // Throws SubjectError for a problem outside the subject's limits or a device failure.
+  virtual std::optional<Timing> time(const TimingRequest&) { return std::nullopt; }
 };
 
 // Checks a call against the subject's declared limits and the shapes of its tensors; throws

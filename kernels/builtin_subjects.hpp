@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/attention_call.hpp"
@@ -10,5 +11,9 @@
 namespace fc::kernels {
 
 std::vector<std::unique_ptr<Subject>> make_builtin_subjects();
+
+// Built-in subjects this build or machine cannot offer, each with the reason ("cuda.*: no CUDA device
+// present"), for `flashcheck list`.
+std::vector<std::string> unavailable_builtin_subjects();
 
 }  // namespace fc::kernels

@@ -19,5 +19,6 @@ void add_list_command(CLI::App& app);
 void add_check_command(CLI::App& app);
 void add_experiment_command(CLI::App& app);
 void add_report_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace fc::cli

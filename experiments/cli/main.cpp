@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   fc::cli::add_check_command(app);
   fc::cli::add_experiment_command(app);
   fc::cli::add_report_command(app);
+  fc::cli::add_bench_command(app);
 
   try {
     app.parse(argc, argv);

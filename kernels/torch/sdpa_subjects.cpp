@@ -15,13 +15,19 @@
 #if TORCH_VERSION_MAJOR >= 2
 
 #include <ATen/Context.h>
+#include <c10/core/Event.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/cuda.h>
 
 #include <mutex>
+#include <string>
 
 #include "kernels/tensor_io.hpp"
+#if FLASHCHECK_HAVE_CUDA
+#include "kernels/cuda/cuda_subjects.hpp"
+#endif
 #include "kernels/torch/attention_graph.hpp"
 #include "kernels/torch/tensor_bridge.hpp"
 
@@ -95,7 +101,17 @@ class SdpaSubject final : public Subject {
     info_.separate_dv = false;
     info_.returns_lse = false;
     info_.deterministic = false;  // PyTorch documents the fused backwards as nondeterministic (atomics in dQ or dK, dV)
+    // What SDPA's backend selection refuses (seen on libtorch 2.11, H100): the flash backend takes
+    // is_causal only for square problems ("Flash attention does not support the is_causal flag when
+    // seqlen_q != seqlen_k"); cuDNN refuses a key/value sequence of length 1.
+    info_.causal_equal_lengths = backend == Backend::flash;
+    info_.min_seq = backend == Backend::cudnn ? 2 : 1;
     info_.host_allocations_counted = false;
+#if FLASHCHECK_HAVE_CUDA
+    info_.device = cuda::device_name();
+#else
+    info_.device = "cuda (PyTorch)";
+#endif
   }
   const SubjectInfo& info() const override { return info_; }
 
@@ -111,7 +127,57 @@ class SdpaSubject final : public Subject {
     }
   }
 
+  // CUDA-event times of the fused op (fwd), or of its backward alone (bwd: autograd through the
+  // forward's graph, kept between repeats), on N(0, 1) inputs made on the device.
+  std::optional<Timing> time(const TimingRequest& r) override {
+    validate_problem(info_, r.op, r.shape, r.mask, r.scale);
+    validate_policy(info_, PrecisionPolicy::uniform(r.format));
+    try {
+      const AttentionShape& sh = r.shape;
+      const auto options = at::TensorOptions().device(at::kCUDA).dtype(dtype_of(r.format));
+      at::manual_seed(r.seed);
+      const bool backward = r.op == Op::bwd;
+      const at::Tensor q = at::randn({sh.batch, sh.heads_q, sh.seq_q, sh.head_dim}, options).requires_grad_(backward);
+      const at::Tensor k = at::randn({sh.batch, sh.heads_kv, sh.seq_k, sh.head_dim}, options).requires_grad_(backward);
+      const at::Tensor v = at::randn({sh.batch, sh.heads_kv, sh.seq_k, sh.head_dim}, options).requires_grad_(backward);
+      const c10::AutoGradMode grad_mode(backward);
+      const OnlyBackend only(backend_);
+      const auto forward = [&] {
+        return at::scaled_dot_product_attention(q, repeat_kv_heads(k, q.size(1)), repeat_kv_heads(v, q.size(1)), {}, 0.0,
+                                                r.mask == Mask::causal_top_left, r.scale);
+      };
+      Timing timing;
+      if (!backward) {
+        timing.milliseconds = timed(r, [&] { (void)forward(); });
+      } else {
+        const at::Tensor o = forward(), dout = at::randn_like(o);
+        timing.milliseconds = timed(r, [&] { (void)torch::autograd::grad({o}, {q, k, v}, {dout}, /*retain_graph=*/true); });
+      }
+      timing.device_bytes = static_cast<double>((q.numel() * 2 + k.numel() * 2 + v.numel() * 2) * q.element_size());
+      return timing;
+    } catch (const c10::Error& e) {
+      rethrow_as_subject_error(info_, e);
+    }
+  }
+
  private:
+  template <class F>
+  static std::vector<double> timed(const TimingRequest& r, F&& run) {
+    const c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
+    const c10::Stream stream = guard.getStream(c10::Device(c10::DeviceType::CUDA, 0));
+    for (int i = 0; i < r.warmup; ++i) run();
+    std::vector<double> ms;
+    for (int i = 0; i < r.repeats; ++i) {
+      c10::Event start(c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT), stop(c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT);
+      start.record(stream);
+      run();
+      stop.record(stream);
+      stop.synchronize();
+      ms.push_back(start.elapsedTime(stop));
+    }
+    return ms;
+  }
+
   void compute(Op op, const AttentionCall& c) const {
     const bool differentiate = op == Op::bwd;
     const c10::AutoGradMode grad_mode(differentiate);

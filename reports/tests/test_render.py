@@ -113,3 +113,17 @@ def test_non_finite_errors_do_not_break_a_figure(tmp_path):
     write_jsonl(tmp_path / "r" / "f.jsonl", recs)
     result = render([tmp_path / "r"], tmp_path / "out")
     assert (tmp_path / "out" / figure(result, "error-vs-flatness").path).exists()
+
+
+def test_bench_throughput_and_ratios_against_sdpa_flash(tmp_path):
+    # two subjects at known rates: the figure's table holds them and the findings state the ratio
+    recs = [header("bench", verdict="measured", device="cuda: test GPU", subject=s, op=op, dtype="bf16", policy="bf16",
+                   mask="none", shape={"B": 4, "Hq": 16, "Hkv": 16, "Nq": n, "Nk": n, "d": 128, "dv": 128},
+                   x={"name": "N", "value": n}, method="device events",
+                   metrics={"median_ms": 1.0, "min_ms": 1.0, "max_ms": 1.0, "flops": 1e12, "tflops": rate, "device_bytes": 0})
+            for s, rate in (("torch.sdpa.flash", 300.0), ("cuda.fa2", 240.0)) for op in ("fwd", "bwd") for n in (1024, 4096)]
+    write_jsonl(tmp_path / "r" / "bench.jsonl", recs)
+    result = render([tmp_path / "r"], tmp_path / "out")
+    bench = figure(result, "bench")
+    assert {(r["subject"], r["TFLOP/s"]) for r in bench.table} == {("torch.sdpa.flash", 300.0), ("cuda.fa2", 240.0)}
+    assert "fwd bf16 d=128 none N=4096: torch.sdpa.flash 300 TFLOP/s; cuda.fa2 0.80x" in bench.findings

@@ -1,6 +1,6 @@
 """One module per experiment; each `draw(records, out_dir)` returns the Figures it wrote."""
 
-from . import error_sweeps, gradcheck_matrix, memory, rescale, rounding
+from . import error_sweeps, gradcheck_matrix, memory, rescale, rounding, throughput
 
 # experiment name -> drawer; the page shows them in this order.
 DRAWERS = {
@@ -11,4 +11,5 @@ DRAWERS = {
     "rescale": rescale.draw,
     "memory-scaling": memory.draw,
     "gradcheck-matrix": gradcheck_matrix.draw,
+    "bench": throughput.draw,
 }

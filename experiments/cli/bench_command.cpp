@@ -1,0 +1,196 @@
+// `flashcheck bench`: attention throughput on the GPU, our kernels and PyTorch's SDPA backends in one
+// run. For each head dim d, sequence length N (= Nq = Nk), mask and format: batch x heads sized to fill
+// the GPU (B = tokens / N, H = head_chars / d, as the FlashAttention papers do), inputs N(0, 1) made on
+// the device, `--warmup` untimed runs, then `--repeats` runs timed with device events; the median.
+// TFLOP/s from EQUATIONS.md's counts: forward 4 N^2 d B H, backward 10 N^2 d B H (2.5x), fwd+bwd 14,
+// halved for causal. fwd+bwd is the sum of the fwd and bwd medians. Records: DIR/bench.jsonl
+// (experiment "bench"), drawn by the report.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "experiments/cli/commands.hpp"
+#include "experiments/cli/experiment_options.hpp"
+#include "experiments/cli/registry_options.hpp"
+#include "experiments/records.hpp"
+
+namespace fc::cli {
+namespace {
+
+struct Request {
+  std::vector<std::string> subjects, plugins;
+  std::vector<int> head_dims{64, 128}, lengths{1024, 4096, 16384};
+  std::vector<std::string> masks{"none", "causal"}, dtypes{"bf16"};
+  int tokens = 16384, head_chars = 2048, warmup = 5, repeats = 20;
+  std::uint64_t seed = 1;
+  std::string out;
+  bool overwrite = false;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? NAN : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Point {
+  double fwd_ms = NAN, bwd_ms = NAN;
+  std::string error;
+};
+
+int run(const Request& req) {
+  const gradcheck::Registry registry = make_registry(req.plugins);
+  std::vector<kernels::Subject*> subjects;
+  if (req.subjects.empty()) {
+    for (kernels::Subject* s : registry.subjects()) {
+      const std::string& n = s->info().name;
+      if (n.rfind("cuda.", 0) == 0 || n.rfind("torch.sdpa.", 0) == 0) subjects.push_back(s);
+    }
+  } else {
+    for (const std::string& n : req.subjects) {
+      kernels::Subject* s = registry.find(n);
+      if (!s) throw std::invalid_argument("--subjects: no subject '" + n + "' (flashcheck list)");
+      subjects.push_back(s);
+    }
+  }
+  if (subjects.empty()) {
+    throw std::invalid_argument("bench: no GPU subject to time (cuda.* need a CUDA device; torch.sdpa.* libtorch >= 2 with CUDA)");
+  }
+  ExperimentRequest out_request;
+  out_request.out = req.out;
+  const std::string dir = out_request.out_dir("bench");
+  std::filesystem::create_directories(dir);
+  experiments::RecordWriter writer(dir + "/bench.jsonl", req.overwrite);
+  std::printf("flashcheck bench: %zu subjects, %d warm-up + %d timed runs each (medians), B = %d / N, H = %d / d -> %s\n",
+              subjects.size(), req.warmup, req.repeats, req.tokens, req.head_chars, dir.c_str());
+
+  // table rows: (dtype, d, mask, N) -> subject -> point
+  std::map<std::string, std::map<std::string, Point>> table;
+  std::vector<std::string> row_order;
+  for (const std::string& dtype : req.dtypes) {
+    const std::optional<Format> parsed = parse_format(dtype);
+    if (!parsed) throw std::invalid_argument("--dtype: unknown format '" + dtype + "'");
+    const Format format = *parsed;
+    for (int d : req.head_dims) {
+      for (const std::string& mask_text : req.masks) {
+        if (mask_text != "none" && mask_text != "causal") throw std::invalid_argument("--mask: none or causal, got " + mask_text);
+        const kernels::Mask mask = mask_text == "none" ? kernels::Mask::none : kernels::Mask::causal_top_left;
+        for (int n : req.lengths) {
+          kernels::TimingRequest r;
+          r.shape.batch = std::max(1, req.tokens / n), r.shape.heads_q = r.shape.heads_kv = std::max(1, req.head_chars / d);
+          r.shape.seq_q = r.shape.seq_k = n, r.shape.head_dim = r.shape.head_dim_v = d;
+          r.mask = mask, r.scale = 1 / std::sqrt(static_cast<double>(d)), r.format = format;
+          r.warmup = req.warmup, r.repeats = req.repeats, r.seed = req.seed;
+          std::ostringstream key;
+          key << dtype << " d=" << d << " " << mask_text << " N=" << n << " (B=" << r.shape.batch << " H=" << r.shape.heads_q << ")";
+          row_order.push_back(key.str());
+          const double flops_fwd = 4.0 * n * static_cast<double>(n) * d * r.shape.batch * r.shape.heads_q * (mask_text == "none" ? 1 : 0.5);
+          for (kernels::Subject* s : subjects) {
+            Point& pt = table[key.str()][s->info().name];
+            for (kernels::Op op : {kernels::Op::fwd, kernels::Op::bwd}) {
+              if (!s->info().supports(op)) continue;
+              r.op = op;
+              std::optional<kernels::Timing> t;
+              try {
+                t = s->time(r);
+              } catch (const std::exception& e) {
+                pt.error = e.what();
+                break;
+              }
+              if (!t) {
+                pt.error = "cannot be timed on a device";
+                break;
+              }
+              const double ms = median(t->milliseconds);
+              (op == kernels::Op::fwd ? pt.fwd_ms : pt.bwd_ms) = ms;
+              const double flops = flops_fwd * (op == kernels::Op::fwd ? 1.0 : 2.5);
+              nlohmann::json j = experiments::record_header("experiment", experiments::device_of(s->info()));
+              j["experiment"] = "bench";
+              j["subject"] = s->info().name;
+              j["op"] = std::string(kernels::name(op));
+              j["dtype"] = dtype;
+              j["policy"] = dtype;
+              j["mask"] = mask_text == "none" ? "none" : "causal_tl";
+              j["shape"] = {{"B", r.shape.batch}, {"Hq", r.shape.heads_q}, {"Hkv", r.shape.heads_kv}, {"Nq", n}, {"Nk", n}, {"d", d}, {"dv", d}};
+              j["x"] = {{"name", "N"}, {"value", n}};
+              j["method"] = "device events, median of " + std::to_string(req.repeats) + " after " + std::to_string(req.warmup) + " warm-up runs";
+              const auto [lo, hi] = std::minmax_element(t->milliseconds.begin(), t->milliseconds.end());
+              j["metrics"] = {{"median_ms", experiments::number(ms)}, {"min_ms", experiments::number(*lo)}, {"max_ms", experiments::number(*hi)},
+                              {"flops", flops}, {"tflops", experiments::number(flops / (ms * 1e-3) / 1e12)},
+                              {"device_bytes", t->device_bytes}};
+              j["verdict"] = "measured";
+              writer.write(j);
+            }
+            if (!pt.error.empty()) {
+              nlohmann::json j = experiments::record_header("experiment", experiments::device_of(s->info()));
+              j["experiment"] = "bench", j["subject"] = s->info().name, j["item"] = key.str(), j["verdict"] = "error", j["error"] = pt.error;
+              writer.write(j);
+            }
+            const auto tf = [&](double ms, double factor) { return std::isnan(ms) ? NAN : flops_fwd * factor / (ms * 1e-3) / 1e12; };
+            std::printf("  %-40s %-22s fwd %7.1f  bwd %7.1f  fwd+bwd %7.1f TFLOP/s%s%s\n", key.str().c_str(), s->info().name.c_str(),
+                        tf(pt.fwd_ms, 1), tf(pt.bwd_ms, 2.5), tf(pt.fwd_ms + pt.bwd_ms, 3.5), pt.error.empty() ? "" : "  error: ",
+                        pt.error.c_str());
+            std::fflush(stdout);
+          }
+        }
+      }
+    }
+  }
+  // The side-by-side table, each subject's fwd and fwd+bwd against torch.sdpa.flash measured in this run.
+  std::printf("\n%-40s", "TFLOP/s (fwd | fwd+bwd)");
+  for (kernels::Subject* s : subjects) std::printf(" %22s", s->info().name.c_str());
+  std::printf("\n");
+  for (const std::string& key : row_order) {
+    const auto& row = table[key];
+    std::printf("%-40s", key.c_str());
+    for (kernels::Subject* s : subjects) {
+      const auto it = row.find(s->info().name);
+      if (it == row.end() || !it->second.error.empty()) {
+        std::printf(" %22s", "-");
+        continue;
+      }
+      // the same FLOPs, so the ratio of rates is the inverse ratio of times
+      const Point& p = it->second;
+      const auto flash = row.find("torch.sdpa.flash");
+      char cell[64];
+      if (flash != row.end() && flash->second.error.empty()) {
+        std::snprintf(cell, sizeof cell, "%.2fx | %.2fx", flash->second.fwd_ms / p.fwd_ms,
+                      (flash->second.fwd_ms + flash->second.bwd_ms) / (p.fwd_ms + p.bwd_ms));
+      } else {
+        std::snprintf(cell, sizeof cell, "%.3f | %.3f ms", p.fwd_ms, p.fwd_ms + p.bwd_ms);
+      }
+      std::printf(" %22s", cell);
+    }
+    std::printf("\n");
+  }
+  std::printf("(cells: speed relative to torch.sdpa.flash in this run, fwd | fwd+bwd; records: %s/bench.jsonl)\n", dir.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto req = std::make_shared<Request>();
+  CLI::App* cmd = app.add_subcommand("bench", "GPU throughput of our kernels and PyTorch's SDPA backends in one run (TFLOP/s, medians)");
+  cmd->add_option("--subjects", req->subjects, "Subjects to time (default: every cuda.* and torch.sdpa.*)")->delimiter(',');
+  cmd->add_option("--d", req->head_dims, "Head dims")->delimiter(',')->capture_default_str();
+  cmd->add_option("--n", req->lengths, "Sequence lengths N = Nq = Nk")->delimiter(',')->capture_default_str();
+  cmd->add_option("--mask", req->masks, "none, causal (top-left; the same as bottom-right for Nq = Nk)")->delimiter(',')->capture_default_str();
+  cmd->add_option("--dtype", req->dtypes, "Storage formats")->delimiter(',')->capture_default_str();
+  cmd->add_option("--tokens", req->tokens, "B x N: batch = tokens / N")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--head-chars", req->head_chars, "H x d: heads = head-chars / d")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", req->warmup, "Untimed runs first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--repeats", req->repeats, "Timed runs (the median is reported)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", req->seed, "Seed of the inputs")->capture_default_str();
+  cmd->add_option("--out", req->out, "Output directory (default reports/out/bench-<UTC time>)");
+  cmd->add_flag("--overwrite", req->overwrite, "Replace an existing bench.jsonl in --out");
+  add_plugin_option(cmd, req->plugins);
+  cmd->callback([req] { run(*req); });
+}
+
+}  // namespace fc::cli

@@ -1,0 +1,65 @@
+// What a CUDA attention kernel receives: device pointers, strides and shapes, in plain types so the
+// host code (g++) and the kernels (nvcc) share one definition. Tensors are [B, H, N, D] with a unit
+// stride along D and any element strides along B, H and N (16-byte aligned rows: every stride and the
+// base a multiple of 8 elements), so PyTorch's [B, N, H, D] memory is read in place.
+#pragma once
+
+#include <cstdint>
+
+#include "precision/host_device.hpp"
+
+namespace fc::kernels::cuda {
+
+struct Strided {
+  const void* data = nullptr;
+  std::int64_t batch = 0, head = 0, row = 0;  // element strides
+};
+struct StridedOut {
+  void* data = nullptr;
+  std::int64_t batch = 0, head = 0, row = 0;
+};
+
+enum class StorageType : std::uint8_t { bf16, fp16 };
+enum class CausalMask : std::uint8_t { none, top_left, bottom_right };
+
+// How the outputs are rounded when stored: to nearest, or stochastically with the Philox words of
+// precision/philox.hpp (seed, stream), keyed by each element's logical [B, H, N, D] index, the same
+// words the CPU backends use.
+struct OutputRounding {
+  bool stochastic = false;
+  std::uint64_t seed = 0;
+};
+
+struct AttentionShapeParams {
+  int batch = 1, heads_q = 1, heads_kv = 1, seq_q = 1, seq_k = 1, head_dim = 64;
+  CausalMask mask = CausalMask::none;
+  float scale = 1;  // the softmax scale s
+  // The causal diagonal: (i, j) visible iff j <= i + causal_offset (Nk - Nq for bottom-right, 0 for
+  // top-left).
+  FC_HD int causal_offset() const { return mask == CausalMask::bottom_right ? seq_k - seq_q : 0; }
+};
+
+struct ForwardParams {
+  AttentionShapeParams shape;
+  StorageType type = StorageType::bf16;
+  Strided q, k, v;
+  StridedOut o;
+  float* lse = nullptr;  // [B, Hq, Nq] contiguous, fp32, natural log (-inf for a row with no visible key)
+  OutputRounding rounding;
+  std::uint32_t o_stream = 0;  // Philox stream of O (PrecisionPolicy::stream(Role::o))
+};
+
+struct BackwardParams {
+  AttentionShapeParams shape;
+  StorageType type = StorageType::bf16;
+  Strided q, k, v, o, dout;
+  const float* lse = nullptr;  // [B, Hq, Nq] contiguous fp32, as the forward wrote it
+  StridedOut dq, dk, dv;
+  float* delta = nullptr;      // workspace [B, Hq, Nq]: D = rowsum(dO o O)
+  float* dq_accum = nullptr;   // workspace [B, Hq, Nq, d] fp32, the fast mode's atomic dQ sum
+  bool deterministic = true;   // dQ by its own query-tiled pass (no atomics) rather than atomics
+  OutputRounding rounding;
+  std::uint32_t grad_stream = 0;  // Philox stream of the gradients (PrecisionPolicy::stream(Role::grad))
+};
+
+}  // namespace fc::kernels::cuda

@@ -1,0 +1,225 @@
+// cuda.fa2 as a harness subject: the call's host tensors go to the device (device_memory.hpp), the
+// kernels run (fa2_kernels.hpp), the outputs come back. The policy must store every tensor in one
+// 16-bit format with fp32 statistics and accumulation (what the kernels are built for); outputs are
+// rounded to nearest or stochastically with the CPU backends' Philox words.
+#include "kernels/cuda/cuda_subjects.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/cuda/device_fill.hpp"
+#include "kernels/cuda/device_memory.hpp"
+#include "kernels/cuda/fa2_kernels.hpp"
+#include "kernels/tensor_io.hpp"
+
+namespace fc::kernels::cuda {
+
+std::string device_name();
+
+namespace {
+
+CausalMask causal_of(Mask m) {
+  switch (m) {
+    case Mask::none: return CausalMask::none;
+    case Mask::causal_top_left: return CausalMask::top_left;
+    case Mask::causal_bottom_right: return CausalMask::bottom_right;
+  }
+  return CausalMask::none;
+}
+
+// The policy the kernels implement: one 16-bit storage format t for Q, K, V, O, dO and the gradients,
+// fp32 statistics and accumulation.
+StorageType require_kernel_policy(const SubjectInfo& info, const PrecisionPolicy& policy) {
+  const Format t = policy.format(Role::q);
+  for (Role r : {Role::k, Role::v, Role::o, Role::dout, Role::grad}) {
+    if (policy.format(r) != t) {
+      throw SubjectError(info.name + ": stores every tensor in one format; policy " + policy.to_string() + " mixes formats");
+    }
+  }
+  if (policy.format(Role::stats) != Format::fp32) throw SubjectError(info.name + ": keeps statistics in fp32");
+  return t == Format::bf16 ? StorageType::bf16 : StorageType::fp16;
+}
+
+AttentionShapeParams shape_of(const AttentionCall& c) {
+  AttentionShapeParams s;
+  s.batch = c.shape.batch, s.heads_q = c.shape.heads_q, s.heads_kv = c.shape.heads_kv;
+  s.seq_q = c.shape.seq_q, s.seq_k = c.shape.seq_k, s.head_dim = c.shape.head_dim;
+  s.mask = causal_of(c.mask);
+  s.scale = static_cast<float>(c.scale);
+  return s;
+}
+
+class CudaFa2 final : public Subject {
+ public:
+  CudaFa2() {
+    info_.name = "cuda.fa2";
+    info_.description =
+        "FlashAttention-2 on tensor cores (mma.sync m16n8k16, ldmatrix, cp.async): fwd with the online softmax; bwd "
+        "deterministic (a key-tiled dK/dV kernel and a query-tiled dQ kernel, no atomics)";
+    info_.family = Family::attention;
+    info_.ops = {Op::fwd, Op::bwd};
+    info_.formats = {Format::bf16, Format::fp16};
+    info_.accumulate_formats = {Format::fp32};
+    info_.head_dims = {64, 128};
+    info_.max_head_dim = 128;
+    info_.masks = {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right};
+    info_.separate_dv = false;
+    info_.stochastic_rounding = true;
+    info_.deterministic = true;
+    info_.host_allocations_counted = false;  // device memory
+    info_.device = device_name();
+  }
+  const SubjectInfo& info() const override { return info_; }
+
+  void run(Op op, const AttentionCall& c) override {
+    validate_call(info_, op, c);
+    const StorageType type = require_kernel_policy(info_, c.policy);
+    for (auto [t, what] : {std::pair{&c.q, "Q"}, std::pair{&c.k, "K"}, std::pair{&c.v, "V"}}) require_finite(*t, info_.name, what);
+    if (op == Op::bwd) require_finite(c.dout, info_.name, "dO");
+    const std::string& who = info_.name;
+    const OutputRounding rounding{c.policy.rounding == Rounding::stochastic, c.policy.seed};
+    DeviceInput q = to_device(c.q, who, "Q"), k = to_device(c.k, who, "K"), v = to_device(c.v, who, "V");
+    if (op == Op::fwd) {
+      ForwardParams p;
+      p.shape = shape_of(c), p.type = type;
+      p.q = q.view, p.k = k.view, p.v = v.view;
+      DeviceOutput o = device_output(c.out_o, who, "O");
+      DeviceBuffer lse(static_cast<std::size_t>(c.shape.batch) * c.shape.heads_q * c.shape.seq_q * sizeof(float), who, "L");
+      p.o = o.view, p.lse = static_cast<float*>(lse.get());
+      p.rounding = rounding, p.o_stream = c.policy.stream(Role::o).stream;
+      launch(who, "forward", [&] { fa2_forward(p, nullptr); });
+      to_host(o, c.out_o, who, "O");
+      if (!c.out_lse.empty()) {
+        std::vector<float> l(static_cast<std::size_t>(c.shape.batch) * c.shape.heads_q * c.shape.seq_q);
+        check_cuda(cudaMemcpy(l.data(), lse.get(), l.size() * sizeof(float), cudaMemcpyDeviceToHost), who, "copying back L");
+        write_from(c.out_lse, std::span<const float>(l), Rounding::nearest_even);
+      }
+      return;
+    }
+    BackwardParams p;
+    p.shape = shape_of(c), p.type = type;
+    p.q = q.view, p.k = k.view, p.v = v.view;
+    DeviceInput o = to_device(c.o, who, "O"), dout = to_device(c.dout, who, "dO");
+    p.o = o.view, p.dout = dout.view;
+    const std::vector<float> l = read_as_float(c.lse);  // [B, Hq, Nq, 1] -> contiguous
+    DeviceBuffer lse(l.size() * sizeof(float), who, "L"), delta(l.size() * sizeof(float), who, "D");
+    check_cuda(cudaMemcpy(lse.get(), l.data(), l.size() * sizeof(float), cudaMemcpyHostToDevice), who, "copying L");
+    p.lse = static_cast<const float*>(lse.get()), p.delta = static_cast<float*>(delta.get());
+    DeviceOutput dq = device_output(c.dq, who, "dQ"), dk = device_output(c.dk, who, "dK"), dv = device_output(c.dv, who, "dV");
+    p.dq = dq.view, p.dk = dk.view, p.dv = dv.view;
+    p.deterministic = true;
+    p.rounding = rounding, p.grad_stream = c.policy.stream(Role::grad).stream;
+    launch(who, "backward", [&] { fa2_backward(p, nullptr); });
+    to_host(dq, c.dq, who, "dQ"), to_host(dk, c.dk, who, "dK"), to_host(dv, c.dv, who, "dV");
+  }
+
+  std::optional<Timing> time(const TimingRequest& r) override {
+    const std::string& who = info_.name;
+    AttentionCall shape_only;
+    shape_only.shape = r.shape, shape_only.mask = r.mask, shape_only.scale = r.scale;
+    shape_only.policy = PrecisionPolicy::uniform(r.format);
+    validate_problem(info_, r.op, r.shape, r.mask, r.scale);
+    validate_policy(info_, shape_only.policy);
+    const StorageType type = require_kernel_policy(info_, shape_only.policy);
+    const AttentionShape& sh = r.shape;
+    const std::size_t nq = static_cast<std::size_t>(sh.batch) * sh.heads_q * sh.seq_q * sh.head_dim;
+    const std::size_t nk = static_cast<std::size_t>(sh.batch) * sh.heads_kv * sh.seq_k * sh.head_dim;
+    const std::size_t rows = static_cast<std::size_t>(sh.batch) * sh.heads_q * sh.seq_q;
+    DeviceBuffer q(nq * 2, who, "Q"), k(nk * 2, who, "K"), v(nk * 2, who, "V"), o(nq * 2, who, "O"), lse(rows * 4, who, "L");
+    launch(who, "filling inputs", [&] {
+      fill_normal(q.get(), nq, type, r.seed, 1), fill_normal(k.get(), nk, type, r.seed, 2), fill_normal(v.get(), nk, type, r.seed, 3);
+    });
+    const auto contiguous = [&](const DeviceBuffer& b, int heads, int n) {
+      return Strided{b.get(), static_cast<std::int64_t>(heads) * n * sh.head_dim, static_cast<std::int64_t>(n) * sh.head_dim, sh.head_dim};
+    };
+    const auto contiguous_out = [&](const DeviceBuffer& b, int heads, int n) {
+      const Strided s = contiguous(b, heads, n);
+      return StridedOut{b.get(), s.batch, s.head, s.row};
+    };
+    AttentionCall c = shape_only;
+    ForwardParams f;
+    f.shape = shape_of(c), f.type = type;
+    f.q = contiguous(q, sh.heads_q, sh.seq_q), f.k = contiguous(k, sh.heads_kv, sh.seq_k), f.v = contiguous(v, sh.heads_kv, sh.seq_k);
+    f.o = contiguous_out(o, sh.heads_q, sh.seq_q), f.lse = static_cast<float*>(lse.get());
+    Timing timing;
+    timing.device_bytes = static_cast<double>(q.bytes() + k.bytes() + v.bytes() + o.bytes() + lse.bytes());
+    if (r.op == Op::fwd) {
+      timing.milliseconds = timed(who, r, [&] { fa2_forward(f, nullptr); });
+      return timing;
+    }
+    launch(who, "forward", [&] { fa2_forward(f, nullptr); });
+    DeviceBuffer dout(nq * 2, who, "dO"), dq(nq * 2, who, "dQ"), dk(nk * 2, who, "dK"), dv(nk * 2, who, "dV"), delta(rows * 4, who, "D");
+    launch(who, "filling dO", [&] { fill_normal(dout.get(), nq, type, r.seed, 4); });
+    BackwardParams b;
+    b.shape = f.shape, b.type = type, b.q = f.q, b.k = f.k, b.v = f.v, b.o = contiguous(o, sh.heads_q, sh.seq_q);
+    b.dout = contiguous(dout, sh.heads_q, sh.seq_q), b.lse = f.lse, b.delta = static_cast<float*>(delta.get());
+    b.dq = contiguous_out(dq, sh.heads_q, sh.seq_q), b.dk = contiguous_out(dk, sh.heads_kv, sh.seq_k);
+    b.dv = contiguous_out(dv, sh.heads_kv, sh.seq_k);
+    timing.device_bytes += static_cast<double>(dout.bytes() + dq.bytes() + dk.bytes() + dv.bytes() + delta.bytes());
+    timing.milliseconds = timed(who, r, [&] { fa2_backward(b, nullptr); });
+    return timing;
+  }
+
+ private:
+  // Device-event times of `run`, after r.warmup untimed runs.
+  template <class F>
+  static std::vector<double> timed(const std::string& who, const TimingRequest& r, F&& run) {
+    cudaEvent_t start, stop;
+    check_cuda(cudaEventCreate(&start), who, "cudaEventCreate");
+    check_cuda(cudaEventCreate(&stop), who, "cudaEventCreate");
+    std::vector<double> ms;
+    try {
+      for (int i = 0; i < r.warmup; ++i) launch(who, "warm-up", run);
+      for (int i = 0; i < r.repeats; ++i) {
+        check_cuda(cudaEventRecord(start), who, "cudaEventRecord");
+        run();
+        check_cuda(cudaEventRecord(stop), who, "cudaEventRecord");
+        check_cuda(cudaEventSynchronize(stop), who, "timed run");
+        float t = 0;
+        check_cuda(cudaEventElapsedTime(&t, start, stop), who, "cudaEventElapsedTime");
+        ms.push_back(t);
+      }
+    } catch (...) {
+      cudaEventDestroy(start), cudaEventDestroy(stop);
+      throw;
+    }
+    cudaEventDestroy(start), cudaEventDestroy(stop);
+    return ms;
+  }
+
+  // Runs the launches and waits for them: a launch error or a fault in the kernel becomes a SubjectError.
+  template <class F>
+  static void launch(const std::string& who, const char* what, F&& f) {
+    try {
+      f();
+    } catch (const std::runtime_error& e) {
+      throw SubjectError(who + ": " + what + ": " + e.what());
+    }
+    check_cuda(cudaDeviceSynchronize(), who, std::string(what) + " kernels");
+  }
+
+  SubjectInfo info_;
+};
+
+}  // namespace
+
+std::string device_name() {
+  cudaDeviceProp prop{};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    cudaGetLastError();
+    return "cuda: unknown device";
+  }
+  return std::string("cuda: ") + prop.name;
+}
+
+std::vector<std::unique_ptr<Subject>> make_cuda_subjects() {
+  std::vector<std::unique_ptr<Subject>> subjects;
+  if (!device_unavailable_reason().empty()) return subjects;
+  subjects.push_back(std::make_unique<CudaFa2>());
+  return subjects;
+}
+
+}  // namespace fc::kernels::cuda

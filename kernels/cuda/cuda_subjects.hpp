@@ -1,0 +1,20 @@
+// The CUDA kernels as harness subjects (builtin_subjects.cpp lists them when flashcheck is built with
+// CUDA and a device is present):
+//   cuda.fa2   FlashAttention-2, fwd and bwd (fa2_forward.cuh, fa2_backward.cuh)
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/attention_call.hpp"
+
+namespace fc::kernels::cuda {
+
+// Empty when no CUDA device is usable (device_unavailable_reason() says why).
+std::vector<std::unique_ptr<Subject>> make_cuda_subjects();
+std::string device_unavailable_reason();
+// "cuda: <the current device's name>".
+std::string device_name();
+
+}  // namespace fc::kernels::cuda

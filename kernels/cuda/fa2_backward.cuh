@@ -1,0 +1,332 @@
+// FlashAttention-2's backward on mma.sync tensor cores (EQUATIONS.md section 2), in three kernels:
+//   delta     D = rowsum(dO o O) from the stored O, in fp32
+//   dk_dv     a block owns kBlockN keys of one kv head and walks every query row that sees them (all
+//             query heads of its GQA group, in order): S^T = K Q^T, P^T, dP^T = V dO^T,
+//             dS^T = P^T o (dP^T - D), dV += P^T dO, dK += dS^T Q; written once, no atomics
+//   dq        a block owns kBlockM query rows and walks the key tiles they see: S, P, dP = dO V^T, dS,
+//             dQ += dS K; written once, no atomics (the deterministic mode: it recomputes S and dP
+//             instead of adding dQ partials with atomics)
+// Rounding points, the same as cpu.fa2's: P = exp2(fma(S, s log2 e, -L log2 e)) in fp32; dS from the
+// fp32 P; P and dS rounded to the storage format (RN) as tensor-core operands; dK = s (dS^T Q) and
+// dQ = s (dS K) scaled in fp32 at the end; every sum in fp32; outputs rounded per the policy.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/attention_params.hpp"
+#include "kernels/cuda/fa2_forward.cuh"
+#include "kernels/cuda/output_store.cuh"
+#include "kernels/cuda/tile_primitives.cuh"
+
+namespace fc::kernels::cuda {
+
+// D = rowsum(dO o O): one warp per row, fp32.
+template <class T>
+__global__ void delta_kernel(const BackwardParams p) {
+  const AttentionShapeParams& s = p.shape;
+  const int rows = s.batch * s.heads_q * s.seq_q, d = s.head_dim;
+  const int lane = threadIdx.x % 32;
+  for (int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < rows; r += gridDim.x * (blockDim.x / 32)) {
+    const int n = r % s.seq_q, h = r / s.seq_q % s.heads_q, b = r / s.seq_q / s.heads_q;
+    const uint16_t* o = static_cast<const uint16_t*>(p.o.data) + b * p.o.batch + h * p.o.head + n * p.o.row;
+    const uint16_t* g = static_cast<const uint16_t*>(p.dout.data) + b * p.dout.batch + h * p.dout.head + n * p.dout.row;
+    float sum = 0.f;
+    for (int c = lane; c < d; c += 32) sum += Storage<T>::to_float(o[c]) * Storage<T>::to_float(g[c]);
+#pragma unroll
+    for (int m = 16; m > 0; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+    if (lane == 0) p.delta[r] = sum;
+  }
+}
+
+template <int D, int kWarps, int kBlockM>
+struct DkDvConfig {
+  static constexpr int kBlockN = 16 * kWarps;  // keys per block, 16 per warp
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kMBlocks = kBlockM / 8;  // n8 blocks of S^T (query columns)
+  static constexpr int kDBlocks = D / 8;
+  static constexpr int kDSteps = D / 16;
+  static constexpr int kMSteps = kBlockM / 16;
+  using KVTile = SwizzledTile<kBlockN, D>;
+  using QTile = SwizzledTile<kBlockM, D>;
+  static constexpr int kSmemBytes = (2 * kBlockN * D + 2 * kBlockM * D) * 2 + 2 * kBlockM * 4;
+};
+
+template <class T, int D, int kWarps, int kBlockM>
+__global__ void __launch_bounds__(32 * kWarps) dk_dv_kernel(const BackwardParams p) {
+  using Cfg = DkDvConfig<D, kWarps, kBlockM>;
+  using KVTile = typename Cfg::KVTile;
+  using QTile = typename Cfg::QTile;
+  constexpr int kBlockN = Cfg::kBlockN;
+  extern __shared__ __align__(128) unsigned char smem_bytes[];
+  T* sK = reinterpret_cast<T*>(smem_bytes);
+  T* sV = sK + kBlockN * D;
+  T* sQ = sV + kBlockN * D;
+  T* sG = sQ + kBlockM * D;  // dO
+  float* sL = reinterpret_cast<float*>(sG + kBlockM * D);  // L log2 e of the tile's rows (+inf past Nq)
+  float* sD = sL + kBlockM;                                 // D of the tile's rows
+
+  const AttentionShapeParams& s = p.shape;
+  const int n_tile = blockIdx.x, hk = blockIdx.y, b = blockIdx.z, group = s.heads_q / s.heads_kv;
+  const int key0 = n_tile * kBlockN;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int offset = s.causal_offset();
+  const bool causal = s.mask != CausalMask::none;
+  const float scale2 = s.scale * kLog2e;
+
+  const T* k = static_cast<const T*>(p.k.data) + b * p.k.batch + hk * p.k.head;
+  const T* v = static_cast<const T*>(p.v.data) + b * p.v.batch + hk * p.v.head;
+  load_tile_async<kBlockN, D, Cfg::kThreads>(sK, k, p.k.row, key0, s.seq_k);
+  load_tile_async<kBlockN, D, Cfg::kThreads>(sV, v, p.v.row, key0, s.seq_k);
+  cp_async_commit();
+
+  float dk[Cfg::kDBlocks][4], dv[Cfg::kDBlocks][4];
+#pragma unroll
+  for (int i = 0; i < Cfg::kDBlocks; ++i) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) dk[i][c] = dv[i][c] = 0.f;
+  }
+  const int my_key[2] = {key0 + warp * 16 + g, key0 + warp * 16 + g + 8};
+
+  // Query rows that see any key of the tile: from the first key's diagonal on.
+  const int first_row = causal ? max(0, key0 - offset) : 0;
+  const int m_begin = first_row / kBlockM, tiles_m = (s.seq_q + kBlockM - 1) / kBlockM;
+  for (int gh = 0; gh < group; ++gh) {
+    const int h = hk * group + gh;
+    const T* q = static_cast<const T*>(p.q.data) + b * p.q.batch + h * p.q.head;
+    const T* dout = static_cast<const T*>(p.dout.data) + b * p.dout.batch + h * p.dout.head;
+    const std::int64_t stat_row0 = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q;
+    for (int m_tile = m_begin; m_tile < tiles_m; ++m_tile) {
+      const int q0 = m_tile * kBlockM;
+      __syncthreads();  // the previous step's readers are done with sQ, sG, sL, sD
+      load_tile_async<kBlockM, D, Cfg::kThreads>(sQ, q, p.q.row, q0, s.seq_q);
+      load_tile_async<kBlockM, D, Cfg::kThreads>(sG, dout, p.dout.row, q0, s.seq_q);
+      cp_async_commit();
+      for (int i = threadIdx.x; i < kBlockM; i += Cfg::kThreads) {
+        const bool inside = q0 + i < s.seq_q;
+        const float l = inside ? p.lse[stat_row0 + q0 + i] : INFINITY;
+        // a row with no visible key (L = -inf) has P = 0: +inf here gives exp2(-inf) = 0 below
+        sL[i] = l == -INFINITY ? INFINITY : l * kLog2e;
+        sD[i] = inside ? p.delta[stat_row0 + q0 + i] : 0.f;
+      }
+      cp_async_wait<0>();
+      __syncthreads();
+
+      // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys against the tile's kBlockM queries.
+      float st[Cfg::kMBlocks][4], dpt[Cfg::kMBlocks][4];
+#pragma unroll
+      for (int nb = 0; nb < Cfg::kMBlocks; ++nb) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) st[nb][c] = dpt[nb][c] = 0.f;
+      }
+#pragma unroll
+      for (int kk = 0; kk < Cfg::kDSteps; kk += 2) {
+        uint32_t ka[4], ka2[4], va[4], va2[4];
+        load_a<KVTile>(ka, sK, warp * 16, kk * 16);
+        load_a<KVTile>(ka2, sK, warp * 16, kk * 16 + 16);
+        load_a<KVTile>(va, sV, warp * 16, kk * 16);
+        load_a<KVTile>(va2, sV, warp * 16, kk * 16 + 16);
+#pragma unroll
+        for (int nb = 0; nb < Cfg::kMBlocks; ++nb) {
+          uint32_t qb[4], gb[4];
+          load_b_nk<QTile>(qb, sQ, nb * 8, kk * 16);
+          load_b_nk<QTile>(gb, sG, nb * 8, kk * 16);
+          mma_16816<T>(st[nb], ka, qb[0], qb[1]);
+          mma_16816<T>(st[nb], ka2, qb[2], qb[3]);
+          mma_16816<T>(dpt[nb], va, gb[0], gb[1]);
+          mma_16816<T>(dpt[nb], va2, gb[2], gb[3]);
+        }
+      }
+      // P^T and dS^T (fp32), masked: keys past Nk, the causal diagonal; rows past Nq have L = +inf.
+#pragma unroll
+      for (int nb = 0; nb < Cfg::kMBlocks; ++nb) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int key = my_key[c / 2], qi = nb * 8 + 2 * t + c % 2, row = q0 + qi;
+          const bool visible = key < s.seq_k && (!causal || key <= row + offset);
+          const float pt = visible ? fast_exp2(fmaf(st[nb][c], scale2, -sL[qi])) : 0.f;
+          st[nb][c] = pt;
+          dpt[nb][c] = pt * (dpt[nb][c] - sD[qi]);
+        }
+      }
+      // dV += P^T dO, dK += dS^T Q: P^T and dS^T rounded to T from registers.
+#pragma unroll
+      for (int kk = 0; kk < Cfg::kMSteps; ++kk) {
+        uint32_t pa[4], sa[4];
+        a_from_c<T>(pa, st[2 * kk], st[2 * kk + 1]);
+        a_from_c<T>(sa, dpt[2 * kk], dpt[2 * kk + 1]);
+#pragma unroll
+        for (int db = 0; db < Cfg::kDBlocks; db += 2) {
+          uint32_t gb[4], qb[4];
+          load_b_kn<QTile>(gb, sG, kk * 16, db * 8);
+          load_b_kn<QTile>(qb, sQ, kk * 16, db * 8);
+          mma_16816<T>(dv[db], pa, gb[0], gb[1]);
+          mma_16816<T>(dv[db + 1], pa, gb[2], gb[3]);
+          mma_16816<T>(dk[db], sa, qb[0], qb[1]);
+          mma_16816<T>(dk[db + 1], sa, qb[2], qb[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();  // (no query tile: the K, V load is still in flight)
+
+  T* dk_out = static_cast<T*>(p.dk.data) + b * p.dk.batch + hk * p.dk.head;
+  T* dv_out = static_cast<T*>(p.dv.data) + b * p.dv.batch + hk * p.dv.head;
+  const std::uint64_t row_base = (static_cast<std::uint64_t>(b) * s.heads_kv + hk) * s.seq_k;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = my_key[r];
+    if (key >= s.seq_k) continue;
+    const std::uint64_t index0 = (row_base + key) * D;
+#pragma unroll
+    for (int db = 0; db < Cfg::kDBlocks; ++db) {
+      const int col = db * 8 + 2 * t;
+      store_pair<T>(dk_out + key * p.dk.row + col, s.scale * dk[db][2 * r], s.scale * dk[db][2 * r + 1], p.rounding, p.grad_stream,
+                    index0 + col);
+      store_pair<T>(dv_out + key * p.dv.row + col, dv[db][2 * r], dv[db][2 * r + 1], p.rounding, p.grad_stream, index0 + col);
+    }
+  }
+}
+
+template <int D, int kWarps, int kBlockN>
+using DqConfig = Fa2ForwardConfig<D, kWarps, kBlockN>;
+
+template <class T, int D, int kWarps, int kBlockN>
+__global__ void __launch_bounds__(32 * kWarps) dq_kernel(const BackwardParams p) {
+  using Cfg = DqConfig<D, kWarps, kBlockN>;
+  using QTile = typename Cfg::QTile;
+  using KVTile = typename Cfg::KVTile;
+  constexpr int kBlockM = Cfg::kBlockM;
+  extern __shared__ __align__(128) unsigned char smem_bytes[];
+  T* sQ = reinterpret_cast<T*>(smem_bytes);
+  T* sG = sQ + kBlockM * D;  // dO
+  T* sK = sG + kBlockM * D;
+  T* sV = sK + kBlockN * D;
+
+  const AttentionShapeParams& s = p.shape;
+  const int tiles_m = (s.seq_q + kBlockM - 1) / kBlockM;
+  const int m_tile = query_tile_of_block(s, tiles_m);
+  const int h = blockIdx.y, b = blockIdx.z, hk = h / (s.heads_q / s.heads_kv);
+  const int row0 = m_tile * kBlockM;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int offset = s.causal_offset();
+  const bool causal = s.mask != CausalMask::none;
+  const float scale2 = s.scale * kLog2e;
+
+  const T* q = static_cast<const T*>(p.q.data) + b * p.q.batch + h * p.q.head;
+  const T* dout = static_cast<const T*>(p.dout.data) + b * p.dout.batch + h * p.dout.head;
+  const T* k = static_cast<const T*>(p.k.data) + b * p.k.batch + hk * p.k.head;
+  const T* v = static_cast<const T*>(p.v.data) + b * p.v.batch + hk * p.v.head;
+
+  const int last_row = min(row0 + kBlockM, s.seq_q) - 1;
+  const int key_end = causal ? max(0, min(s.seq_k, last_row + offset + 1)) : s.seq_k;
+  const int n_tiles = (key_end + kBlockN - 1) / kBlockN;
+
+  load_tile_async<kBlockM, D, Cfg::kThreads>(sQ, q, p.q.row, row0, s.seq_q);
+  load_tile_async<kBlockM, D, Cfg::kThreads>(sG, dout, p.dout.row, row0, s.seq_q);
+  if (n_tiles > 0) load_tile_async<kBlockN, D, Cfg::kThreads>(sK, k, p.k.row, 0, s.seq_k);
+  cp_async_commit();
+
+  const int my_row[2] = {row0 + warp * 16 + g, row0 + warp * 16 + g + 8};
+  const std::int64_t stat_row0 = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q;
+  float l2[2], dd[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const bool inside = my_row[r] < s.seq_q;
+    const float l = inside ? p.lse[stat_row0 + my_row[r]] : INFINITY;
+    l2[r] = l == -INFINITY ? INFINITY : l * kLog2e;
+    dd[r] = inside ? p.delta[stat_row0 + my_row[r]] : 0.f;
+  }
+  float acc[Cfg::kDBlocks][4];
+#pragma unroll
+  for (int i = 0; i < Cfg::kDBlocks; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+
+  uint32_t qf[Cfg::kDSteps][4], gf[Cfg::kDSteps][4];
+  for (int j = 0; j < n_tiles; ++j) {
+    cp_async_wait<0>();
+    __syncthreads();
+    if (j == 0) {
+#pragma unroll
+      for (int kk = 0; kk < Cfg::kDSteps; ++kk) {
+        load_a<QTile>(qf[kk], sQ, warp * 16, kk * 16);
+        load_a<QTile>(gf[kk], sG, warp * 16, kk * 16);
+      }
+    }
+    load_tile_async<kBlockN, D, Cfg::kThreads>(sV, v, p.v.row, j * kBlockN, s.seq_k);
+    cp_async_commit();
+
+    float sc[Cfg::kNBlocks][4], dp[Cfg::kNBlocks][4];
+#pragma unroll
+    for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) sc[nb][c] = dp[nb][c] = 0.f;
+    }
+#pragma unroll
+    for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+#pragma unroll
+      for (int kk = 0; kk < Cfg::kDSteps; kk += 2) {
+        uint32_t bf[4];
+        load_b_nk<KVTile>(bf, sK, nb * 8, kk * 16);
+        mma_16816<T>(sc[nb], qf[kk], bf[0], bf[1]);
+        mma_16816<T>(sc[nb], qf[kk + 1], bf[2], bf[3]);
+      }
+    }
+    cp_async_wait<0>();  // V_j
+    __syncthreads();
+#pragma unroll
+    for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+#pragma unroll
+      for (int kk = 0; kk < Cfg::kDSteps; kk += 2) {
+        uint32_t bf[4];
+        load_b_nk<KVTile>(bf, sV, nb * 8, kk * 16);
+        mma_16816<T>(dp[nb], gf[kk], bf[0], bf[1]);
+        mma_16816<T>(dp[nb], gf[kk + 1], bf[2], bf[3]);
+      }
+    }
+    const int col0 = j * kBlockN;
+#pragma unroll
+    for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int r = c / 2, col = col0 + nb * 8 + 2 * t + c % 2;
+        const bool visible = col < s.seq_k && (!causal || col <= my_row[r] + offset);
+        const float pv = visible ? fast_exp2(fmaf(sc[nb][c], scale2, -l2[r])) : 0.f;
+        dp[nb][c] = pv * (dp[nb][c] - dd[r]);
+      }
+    }
+    // dQ += dS K (K as [k = key][n = d])
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kNSteps; ++kk) {
+      uint32_t sa[4];
+      a_from_c<T>(sa, dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+      for (int db = 0; db < Cfg::kDBlocks; db += 2) {
+        uint32_t bf[4];
+        load_b_kn<KVTile>(bf, sK, kk * 16, db * 8);
+        mma_16816<T>(acc[db], sa, bf[0], bf[1]);
+        mma_16816<T>(acc[db + 1], sa, bf[2], bf[3]);
+      }
+    }
+    __syncthreads();  // every warp is done with K_j and V_j
+    if (j + 1 < n_tiles) {
+      load_tile_async<kBlockN, D, Cfg::kThreads>(sK, k, p.k.row, (j + 1) * kBlockN, s.seq_k);
+      cp_async_commit();
+    }
+  }
+  cp_async_wait<0>();
+
+  T* dq = static_cast<T*>(p.dq.data) + b * p.dq.batch + h * p.dq.head;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = my_row[r];
+    if (row >= s.seq_q) continue;
+    const std::uint64_t index0 = static_cast<std::uint64_t>(stat_row0 + row) * D;
+#pragma unroll
+    for (int db = 0; db < Cfg::kDBlocks; ++db) {
+      const int col = db * 8 + 2 * t;
+      store_pair<T>(dq + row * p.dq.row + col, s.scale * acc[db][2 * r], s.scale * acc[db][2 * r + 1], p.rounding, p.grad_stream,
+                    index0 + col);
+    }
+  }
+}
+
+}  // namespace fc::kernels::cuda

@@ -1,0 +1,206 @@
+// FlashAttention-2's forward on mma.sync tensor cores: one thread block owns kBlockM query rows of one
+// (batch, head) and walks the key tiles it can see with the online softmax (EQUATIONS.md section 1),
+// keeping the unnormalised accumulator in registers; O = A / l and L = m + log l once at the end.
+//
+// Rounding points, the same as cpu.fa2's (kernels/cpu/flash_attention.cpp):
+//   S = Q K^T   exact 16-bit products, fp32 accumulation (tensor-core order: a tree per k16 step)
+//   m, l        fp32, logits in log2 units: p = exp2(fma(S, s log2 e, -m)), rescale by exp2(m - m')
+//   l           sums the fp32 p (before rounding)
+//   P           rounded to the storage format (RN) as the A operand of P V
+//   O           acc * (1 / l), rounded to the storage format per the policy (RN or SR), L in fp32
+// exp2 is ex2.approx (2 ulp of fp32) where the CPU uses libm: an fp32-ulp difference, far below a
+// 16-bit rounding.
+//
+// Work split: kWarps warps, warp w owns the 16 rows [16 w, 16 w + 16) of the block's query tile; Q's
+// A fragments stay in registers for the whole key loop. K and V tiles (kBlockN keys) go through
+// shared memory with cp.async: V_j loads while S_j = Q K_j^T is computed, K_{j+1} while O += P_j V_j.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "kernels/cuda/attention_params.hpp"
+#include "kernels/cuda/output_store.cuh"
+#include "kernels/cuda/tile_primitives.cuh"
+
+namespace fc::kernels::cuda {
+
+template <int D, int kWarps, int kBlockN>
+struct Fa2ForwardConfig {
+  static constexpr int kBlockM = 16 * kWarps;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kNBlocks = kBlockN / 8;  // n8 blocks of S
+  static constexpr int kDBlocks = D / 8;        // n8 blocks of O
+  static constexpr int kDSteps = D / 16;        // k16 steps of Q K^T
+  static constexpr int kNSteps = kBlockN / 16;  // k16 steps of P V
+  using QTile = SwizzledTile<kBlockM, D>;
+  using KVTile = SwizzledTile<kBlockN, D>;
+  static constexpr int kSmemElements = kBlockM * D + 2 * kBlockN * D;  // Q, K, V
+  static constexpr int kSmemBytes = kSmemElements * 2;
+};
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// The query tile a block owns: causal problems hand out the longest tiles first.
+__device__ inline int query_tile_of_block(const AttentionShapeParams& s, int tiles) {
+  return s.mask == CausalMask::none ? static_cast<int>(blockIdx.x) : tiles - 1 - static_cast<int>(blockIdx.x);
+}
+
+template <class T, int D, int kWarps, int kBlockN>
+__global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardParams p) {
+  using Cfg = Fa2ForwardConfig<D, kWarps, kBlockN>;
+  using QTile = typename Cfg::QTile;
+  using KVTile = typename Cfg::KVTile;
+  extern __shared__ __align__(128) unsigned char smem_bytes[];
+  T* sQ = reinterpret_cast<T*>(smem_bytes);
+  T* sK = sQ + Cfg::kBlockM * D;
+  T* sV = sK + kBlockN * D;
+
+  const AttentionShapeParams& s = p.shape;
+  const int tiles_m = (s.seq_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  const int m_tile = query_tile_of_block(s, tiles_m);
+  const int h = blockIdx.y, b = blockIdx.z, hk = h / (s.heads_q / s.heads_kv);
+  const int row0 = m_tile * Cfg::kBlockM;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int offset = s.causal_offset();
+  const bool causal = s.mask != CausalMask::none;
+
+  const T* q = static_cast<const T*>(p.q.data) + b * p.q.batch + h * p.q.head;
+  const T* k = static_cast<const T*>(p.k.data) + b * p.k.batch + hk * p.k.head;
+  const T* v = static_cast<const T*>(p.v.data) + b * p.v.batch + hk * p.v.head;
+
+  // Keys this tile can see: up to its last row's diagonal.
+  const int last_row = min(row0 + Cfg::kBlockM, s.seq_q) - 1;
+  const int key_end = causal ? max(0, min(s.seq_k, last_row + offset + 1)) : s.seq_k;
+  const int n_tiles = (key_end + kBlockN - 1) / kBlockN;
+
+  load_tile_async<Cfg::kBlockM, D, Cfg::kThreads>(sQ, q, p.q.row, row0, s.seq_q);
+  if (n_tiles > 0) load_tile_async<kBlockN, D, Cfg::kThreads>(sK, k, p.k.row, 0, s.seq_k);
+  cp_async_commit();
+
+  float acc[Cfg::kDBlocks][4];
+#pragma unroll
+  for (int i = 0; i < Cfg::kDBlocks; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // rows g and g + 8 of the warp's 16
+  const int my_row[2] = {row0 + warp * 16 + g, row0 + warp * 16 + g + 8};
+  const float scale2 = s.scale * kLog2e;
+
+  uint32_t qf[Cfg::kDSteps][4];
+  for (int j = 0; j < n_tiles; ++j) {
+    cp_async_wait<0>();  // K_j (and Q, the first time) has landed
+    __syncthreads();
+    if (j == 0) {
+#pragma unroll
+      for (int kk = 0; kk < Cfg::kDSteps; ++kk) load_a<QTile>(qf[kk], sQ, warp * 16, kk * 16);
+    }
+    load_tile_async<kBlockN, D, Cfg::kThreads>(sV, v, p.v.row, j * kBlockN, s.seq_k);
+    cp_async_commit();
+
+    // S = Q K_j^T (unscaled)
+    float sc[Cfg::kNBlocks][4];
+#pragma unroll
+    for (int nb = 0; nb < Cfg::kNBlocks; ++nb) sc[nb][0] = sc[nb][1] = sc[nb][2] = sc[nb][3] = 0.f;
+#pragma unroll
+    for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+#pragma unroll
+      for (int kk = 0; kk < Cfg::kDSteps; kk += 2) {
+        uint32_t bf[4];
+        load_b_nk<KVTile>(bf, sK, nb * 8, kk * 16);
+        mma_16816<T>(sc[nb], qf[kk], bf[0], bf[1]);
+        mma_16816<T>(sc[nb], qf[kk + 1], bf[2], bf[3]);
+      }
+    }
+
+    // Mask (tails past Nk, the causal diagonal) and the online softmax, per row.
+    const int col0 = j * kBlockN;
+    const bool needs_mask = col0 + kBlockN > s.seq_k || (causal && col0 + kBlockN - 1 > row0 + warp * 16 + offset);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          float& x = sc[nb][2 * r + c];
+          const int col = col0 + nb * 8 + 2 * t + c;
+          if (needs_mask && (col >= s.seq_k || (causal && col > my_row[r] + offset))) x = -INFINITY;
+          // masked entries stay -inf whatever the sign of the scale (inputs are finite, so S is)
+          tile_max = fmaxf(tile_max, x == -INFINITY ? -INFINITY : x * scale2);
+        }
+      }
+      tile_max = quad_max(tile_max);
+      float alpha = 1.f;
+      if (tile_max != -INFINITY) {
+        if (m_run[r] == -INFINITY) {
+          m_run[r] = tile_max;
+        } else if (tile_max > m_run[r]) {
+          alpha = fast_exp2(m_run[r] - tile_max);
+          m_run[r] = tile_max;
+        }
+      }
+      float row_sum = 0.f;
+      const float m = m_run[r];
+#pragma unroll
+      for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          float& x = sc[nb][2 * r + c];
+          x = x == -INFINITY ? 0.f : fast_exp2(fmaf(x, scale2, -m));
+          row_sum += x;
+        }
+      }
+      l_run[r] = l_run[r] * alpha + quad_sum(row_sum);
+      if (alpha != 1.f) {
+#pragma unroll
+        for (int i = 0; i < Cfg::kDBlocks; ++i) acc[i][2 * r] *= alpha, acc[i][2 * r + 1] *= alpha;
+      }
+    }
+
+    cp_async_wait<0>();  // V_j has landed; every warp is done reading K_j
+    __syncthreads();
+    if (j + 1 < n_tiles) {
+      load_tile_async<kBlockN, D, Cfg::kThreads>(sK, k, p.k.row, (j + 1) * kBlockN, s.seq_k);
+      cp_async_commit();
+    }
+    // O += P V_j, P rounded to T from the S registers
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kNSteps; ++kk) {
+      uint32_t pa[4];
+      a_from_c<T>(pa, sc[2 * kk], sc[2 * kk + 1]);
+#pragma unroll
+      for (int db = 0; db < Cfg::kDBlocks; db += 2) {
+        uint32_t bf[4];
+        load_b_kn<KVTile>(bf, sV, kk * 16, db * 8);
+        mma_16816<T>(acc[db], pa, bf[0], bf[1]);
+        mma_16816<T>(acc[db + 1], pa, bf[2], bf[3]);
+      }
+    }
+  }
+  // (With n_tiles == 0 the Q load is still in flight: wait before the block exits.)
+  cp_async_wait<0>();
+
+  // O = acc / l, L = (m + log2 l) ln 2; a row with no visible key: O = 0, L = -inf.
+  T* o = static_cast<T*>(p.o.data) + b * p.o.batch + h * p.o.head;
+  const std::uint64_t o_row_base = (static_cast<std::uint64_t>(b) * s.heads_q + h) * s.seq_q;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = my_row[r];
+    if (row >= s.seq_q) continue;
+    const bool empty = l_run[r] == 0.f;
+    const float inv = empty ? 0.f : 1.f / l_run[r];
+    const std::uint64_t index0 = (o_row_base + row) * D;  // the logical index of (b, h, row, 0)
+#pragma unroll
+    for (int db = 0; db < Cfg::kDBlocks; ++db) {
+      const int col = db * 8 + 2 * t;
+      store_pair<T>(o + row * p.o.row + col, acc[db][2 * r] * inv, acc[db][2 * r + 1] * inv, p.rounding, p.o_stream,
+                    index0 + col);
+    }
+    if (t == 0) {
+      p.lse[o_row_base + row] =
+          empty ? -INFINITY : static_cast<float>(static_cast<double>(m_run[r] + log2f(l_run[r])) * 0.6931471805599453);
+    }
+  }
+}
+
+}  // namespace fc::kernels::cuda

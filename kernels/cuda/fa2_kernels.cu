@@ -1,0 +1,91 @@
+// Template instances and launches of the FA2 kernels (fa2_forward.cuh, fa2_backward.cuh).
+#include "kernels/cuda/fa2_kernels.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/fa2_backward.cuh"
+#include "kernels/cuda/fa2_forward.cuh"
+
+namespace fc::kernels::cuda {
+namespace {
+
+// Tile shapes (notes: kernels/cuda/NOTES.md). Forward: 4 warps, 64 query rows, 64-key tiles. dK/dV:
+// 4 warps, 64 keys, query steps of 64 rows (32 at d = 128, where 64 spills); dQ: 64 query rows, key
+// tiles of 64 (32 at d = 128).
+constexpr int kWarps = 4, kBlockN = 64;
+template <int D>
+constexpr int kBwdStep = D > 64 ? 32 : 64;
+
+void check_launch(const char* kernel) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) throw std::runtime_error(std::string(kernel) + ": " + cudaGetErrorString(e));
+}
+
+template <class Kernel>
+void allow_smem(Kernel kernel, int bytes, const char* name) {
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) check_launch(name);
+}
+
+template <class T, int D>
+void forward(const ForwardParams& p, cudaStream_t stream) {
+  using Cfg = Fa2ForwardConfig<D, kWarps, kBlockN>;
+  auto* kernel = fa2_forward_kernel<T, D, kWarps, kBlockN>;
+  allow_smem(kernel, Cfg::kSmemBytes, "fa2_forward");
+  const dim3 grid((p.shape.seq_q + Cfg::kBlockM - 1) / Cfg::kBlockM, p.shape.heads_q, p.shape.batch);
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
+  check_launch("fa2_forward");
+}
+
+template <class T, int D>
+void backward(const BackwardParams& p, cudaStream_t stream) {
+  const int rows = p.shape.batch * p.shape.heads_q * p.shape.seq_q;
+  delta_kernel<T><<<(rows + 7) / 8, 256, 0, stream>>>(p);
+  check_launch("fa2_backward delta");
+
+  using KvCfg = DkDvConfig<D, kWarps, kBwdStep<D>>;
+  auto* dk_dv = dk_dv_kernel<T, D, kWarps, kBwdStep<D>>;
+  allow_smem(dk_dv, KvCfg::kSmemBytes, "fa2_backward dk_dv");
+  const dim3 kv_grid((p.shape.seq_k + KvCfg::kBlockN - 1) / KvCfg::kBlockN, p.shape.heads_kv, p.shape.batch);
+  dk_dv<<<kv_grid, KvCfg::kThreads, KvCfg::kSmemBytes, stream>>>(p);
+  check_launch("fa2_backward dk_dv");
+
+  using QCfg = DqConfig<D, kWarps, kBwdStep<D>>;
+  constexpr int kDqSmem = (2 * QCfg::kBlockM * D + 2 * kBwdStep<D> * D) * 2;
+  auto* dq = dq_kernel<T, D, kWarps, kBwdStep<D>>;
+  allow_smem(dq, kDqSmem, "fa2_backward dq");
+  const dim3 q_grid((p.shape.seq_q + QCfg::kBlockM - 1) / QCfg::kBlockM, p.shape.heads_q, p.shape.batch);
+  dq<<<q_grid, QCfg::kThreads, kDqSmem, stream>>>(p);
+  check_launch("fa2_backward dq");
+}
+
+template <class Params, class F64, class F128>
+void by_head_dim(const Params& p, F64 f64, F128 f128) {
+  switch (p.shape.head_dim) {
+    case 64: return f64();
+    case 128: return f128();
+    default: throw std::runtime_error("fa2: head dim " + std::to_string(p.shape.head_dim) + " is not compiled (64, 128)");
+  }
+}
+
+}  // namespace
+
+bool fa2_supports_head_dim(int d) { return d == 64 || d == 128; }
+
+void fa2_forward(const ForwardParams& p, cudaStream_t stream) {
+  if (p.type == StorageType::bf16) {
+    by_head_dim(p, [&] { forward<__nv_bfloat16, 64>(p, stream); }, [&] { forward<__nv_bfloat16, 128>(p, stream); });
+  } else {
+    by_head_dim(p, [&] { forward<__half, 64>(p, stream); }, [&] { forward<__half, 128>(p, stream); });
+  }
+}
+
+void fa2_backward(const BackwardParams& p, cudaStream_t stream) {
+  if (p.type == StorageType::bf16) {
+    by_head_dim(p, [&] { backward<__nv_bfloat16, 64>(p, stream); }, [&] { backward<__nv_bfloat16, 128>(p, stream); });
+  } else {
+    by_head_dim(p, [&] { backward<__half, 64>(p, stream); }, [&] { backward<__half, 128>(p, stream); });
+  }
+}
+
+}  // namespace fc::kernels::cuda

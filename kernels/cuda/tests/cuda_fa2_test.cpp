@@ -1,0 +1,201 @@
+// cuda.fa2 on the GPU (label `gpu`; without a device every test skips with the reason):
+//   - the harness against the oracle, FLASHCHECK_GPU_CASES cases (default 2000) per op and policy;
+//   - agreement with cpu.fa2, the same algorithm and rounding points, within the accumulation-order
+//     difference (stated below), and the same stochastic-rounding words;
+//   - a sweep of small shapes with tails, masks and GQA (what compute-sanitizer runs: gpu-check.sh);
+//   - bad input refused with a clear error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <rapidcheck.h>
+
+#include "gradcheck/caller.hpp"
+#include "gradcheck/inputs.hpp"
+#include "gradcheck/runner.hpp"
+#include "kernels/cpu/flash_attention.hpp"
+#include "kernels/cuda/cuda_subjects.hpp"
+
+namespace fc::kernels::cuda {
+namespace {
+
+#define REQUIRE_GPU()                                                                    \
+  do {                                                                                   \
+    if (const std::string why = device_unavailable_reason(); !why.empty()) GTEST_SKIP() << why; \
+  } while (0)
+
+std::unique_ptr<Subject> cuda_subject(const std::string& name) {
+  for (auto& s : make_cuda_subjects()) {
+    if (s->info().name == name) return std::move(s);
+  }
+  return nullptr;
+}
+
+int harness_cases() {
+  const char* env = std::getenv("FLASHCHECK_GPU_CASES");
+  return env ? std::max(1, std::atoi(env)) : 2000;
+}
+
+TEST(CudaFa2, PassesTheHarnessInEveryOpAndPolicy) {
+  REQUIRE_GPU();
+  auto subject = cuda_subject("cuda.fa2");
+  ASSERT_TRUE(subject);
+  for (const char* policy : {"bf16", "fp16", "bf16,round=sr,seed=5", "fp16,round=sr,seed=5"}) {
+    for (Op op : {Op::fwd, Op::bwd}) {
+      gradcheck::RunOptions o;
+      o.op = op, o.policy = PrecisionPolicy::parse(policy), o.cases = harness_cases(), o.seed = 2026;
+      o.limits.max_seq = 300;
+      const gradcheck::RunSummary r = gradcheck::run_cases(*subject, o);
+      std::cout << "cuda.fa2 " << name(op) << " " << policy << ": " << r.passed << " passed, " << r.discarded << " discarded, " << r.weak
+                << " weak of " << r.cases << "; worst err/base " << r.worst_ratio << ", worst ULP " << r.worst_ulp << ", " << r.seconds
+                << " s\n";
+      EXPECT_EQ(r.passed + r.discarded, r.cases)
+          << policy << " " << name(op) << "\n"
+          << (r.failure ? r.failure->minimal + "\n" + r.failure->report.summary() : "");
+      EXPECT_LT(r.discarded, r.cases / 10);
+    }
+  }
+}
+
+// Largest |a - b| over a tensor, in units of u_t times the tensor's largest magnitude.
+double normwise_difference(const gradcheck::Output& a, const gradcheck::Output& b, double u) {
+  const auto x = a.values(), y = b.values();
+  double diff = 0, size = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    diff = std::max(diff, std::fabs(x[i] - y[i]));
+    size = std::max({size, std::fabs(x[i]), std::fabs(y[i])});
+  }
+  return size > 0 ? diff / (u * size) : diff;
+}
+double fraction_differing(const gradcheck::Output& a, const gradcheck::Output& b) {
+  const auto x = a.values(), y = b.values();
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) n += x[i] != y[i];
+  return x.empty() ? 0 : static_cast<double>(n) / static_cast<double>(x.size());
+}
+
+// cuda.fa2 and cpu.fa2 round at the same points; they differ only in the order of fp32 sums (a tree
+// per k16 step on the tensor cores) and in exp2 (ex2.approx vs libm), both fp32-ulp effects. After
+// the final rounding to t (bf16: u = 2^-8, fp16: 2^-11) an output differs by at most one ulp of t
+// where the two fp32 values straddle a rounding boundary (<= 2 u |x|), plus the rare flip of an
+// intermediate P or dS rounding (one ulp of one term, << u M). Bound: 2 u_t max|x| per tensor; L
+// (fp32) within 2^-16 |L| + 2^-16.
+TEST(CudaFa2, AgreesWithCpuFa2WithinTheAccumulationOrderDifference) {
+  REQUIRE_GPU();
+  auto gpu = cuda_subject("cuda.fa2");
+  auto cpu = cpu::make_cpu_fa2();
+  ASSERT_TRUE(gpu);
+  for (const char* policy_text : {"bf16", "fp16", "bf16,round=sr,seed=9"}) {
+    const PrecisionPolicy policy = PrecisionPolicy::parse(policy_text);
+    const double u = unit_roundoff(policy.format(Role::q));
+    double worst = 0, worst_l = 0, differing = 0;
+    int tensors = 0;
+    gradcheck::GeneratorLimits limits;
+    limits.max_seq = 300;
+    const rc::Gen<gradcheck::Case> cases = gradcheck::case_generator(gpu->info(), policy, limits);
+    rc::Random random(11);
+    for (int i = 0; i < 60; ++i) {
+      const gradcheck::Case c = cases(random.split(), 40).value();
+      const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+      gradcheck::Caller on_gpu(*gpu, c), on_cpu(*cpu, c);
+      const gradcheck::Outputs fg = on_gpu.fwd(in.q, in.k, in.v), fc_ = on_cpu.fwd(in.q, in.k, in.v);
+      worst = std::max(worst, normwise_difference(fg.at("O"), fc_.at("O"), u));
+      differing += fraction_differing(fg.at("O"), fc_.at("O")), ++tensors;
+      const auto lg = fg.at("L").values(), lc = fc_.at("L").values();
+      for (std::size_t j = 0; j < lg.size(); ++j) {
+        if (std::isinf(lg[j]) || std::isinf(lc[j])) {
+          EXPECT_EQ(lg[j], lc[j]) << c.to_string();
+          continue;
+        }
+        worst_l = std::max(worst_l, std::fabs(lg[j] - lc[j]) / (std::ldexp(1.0, -16) * (1 + std::fabs(lc[j]))));
+      }
+      // The backward from the same saved O and L (the CPU's), so only the backward differs.
+      const gradcheck::Outputs bg = on_gpu.bwd(in.q, in.k, in.v, fc_, in.dout), bc = on_cpu.bwd(in.q, in.k, in.v, fc_, in.dout);
+      for (const char* t : {"dQ", "dK", "dV"}) {
+        worst = std::max(worst, normwise_difference(bg.at(t), bc.at(t), u));
+        differing += fraction_differing(bg.at(t), bc.at(t)), ++tensors;
+      }
+    }
+    std::cout << "cuda.fa2 vs cpu.fa2, " << policy_text << ": worst |difference| = " << worst << " u_t max|x|, L " << worst_l
+              << " x 2^-16 (1 + |L|); elements differing " << 100 * differing / tensors << "%\n";
+    EXPECT_LE(worst, 2.0) << policy_text;
+    EXPECT_LE(worst_l, 1.0) << policy_text;
+    // The same SR words: were the streams or the indices wrong, about half the elements whose fp32
+    // value is not representable would round the other way (measured: RN and SR both far below 10%).
+    EXPECT_LT(differing / tensors, 0.10) << policy_text;
+  }
+}
+
+// Small shapes with tails (1, 7, 63, 65, 130), every mask, GQA: the sweep compute-sanitizer runs
+// (memcheck: no out-of-bounds access; racecheck: no shared-memory race). Results must be finite and
+// close to cpu.fa2 (the agreement test above has the tight bound).
+TEST(CudaFa2, SmallShapesSweep) {
+  REQUIRE_GPU();
+  auto gpu = cuda_subject("cuda.fa2");
+  auto cpu = cpu::make_cpu_fa2();
+  ASSERT_TRUE(gpu);
+  for (int d : {64, 128}) {
+    for (int nq : {1, 7, 65, 130}) {
+      for (int nk : {1, 63, 130}) {
+        for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
+          gradcheck::Case c;
+          c.shape = {1, 2, 1, nq, nk, d, d};
+          c.mask = m, c.scale = 1 / std::sqrt(static_cast<double>(d));
+          c.policy = PrecisionPolicy::uniform(Format::bf16);
+          c.layout = nq % 2 ? gradcheck::Layout::bnhd : gradcheck::Layout::bhnd;
+          c.seed = static_cast<std::uint64_t>(d * 1000 + nq * 10 + nk);
+          const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+          gradcheck::Caller on_gpu(*gpu, c), on_cpu(*cpu, c);
+          const gradcheck::Outputs fg = on_gpu.fwd(in.q, in.k, in.v), fc_ = on_cpu.fwd(in.q, in.k, in.v);
+          const gradcheck::Outputs bg = on_gpu.bwd(in.q, in.k, in.v, fg, in.dout), bc = on_cpu.bwd(in.q, in.k, in.v, fc_, in.dout);
+          for (const auto* pair : {&fg, &bg}) {
+            for (const auto& t : pair->tensors) {
+              if (t.name == "L") continue;
+              for (double x : t.values()) ASSERT_TRUE(std::isfinite(x)) << t.name << " " << c.to_string();
+            }
+          }
+          EXPECT_LE(normwise_difference(fg.at("O"), fc_.at("O"), 1.0 / 256), 4.0) << c.to_string();
+          for (const char* t : {"dQ", "dK", "dV"}) EXPECT_LE(normwise_difference(bg.at(t), bc.at(t), 1.0 / 256), 16.0) << t << " " << c.to_string();
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaFa2, BadInputIsRefusedWithAClearError) {
+  REQUIRE_GPU();
+  auto gpu = cuda_subject("cuda.fa2");
+  ASSERT_TRUE(gpu);
+  gradcheck::Case c;
+  c.shape = {1, 1, 1, 5, 5, 64, 64};
+  c.policy = PrecisionPolicy::uniform(Format::bf16);
+  c.scale = 0.125;
+  gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+  gradcheck::Caller call(*gpu, c);
+  std::vector<double> poisoned = in.q.values();
+  poisoned[3] = std::nan("");
+  in.q.assign(poisoned);
+  try {
+    call.fwd(in.q, in.k, in.v);
+    FAIL() << "a NaN in Q was accepted";
+  } catch (const SubjectError& e) {
+    EXPECT_NE(std::string(e.what()).find("non-finite"), std::string::npos) << e.what();
+  }
+  gradcheck::Case odd = c;
+  odd.shape.head_dim = odd.shape.head_dim_v = 96;
+  const gradcheck::CaseInputs in96 = gradcheck::make_inputs(odd);
+  gradcheck::Caller call96(*gpu, odd);
+  EXPECT_THROW(call96.fwd(in96.q, in96.k, in96.v), SubjectError);
+  gradcheck::Case mixed = c;
+  mixed.policy = PrecisionPolicy::parse("bf16,o=fp32");
+  const gradcheck::CaseInputs inm = gradcheck::make_inputs(mixed);
+  gradcheck::Caller callm(*gpu, mixed);
+  EXPECT_THROW(callm.fwd(inm.q, inm.k, inm.v), SubjectError);
+}
+
+}  // namespace
+}  // namespace fc::kernels::cuda

@@ -1,0 +1,60 @@
+"""bench: attention throughput on the GPU (`flashcheck bench`), TFLOP/s against N per subject, one
+panel per op (rows) and head dim x mask (columns); PyTorch's SDPA backends dashed. The findings give
+each subject's speed relative to torch.sdpa.flash measured in the same run."""
+
+from ..records import number
+from ..style import Figure, finish_panel, ordered, panel_grid, plain_ticks, save, subject_color
+from .common import series, x_of
+
+OPS = ("fwd", "bwd")
+
+
+def _tflops(r):
+    return number(r["metrics"]["tflops"])
+
+
+def draw(records, out_dir):
+    ops = ordered((r["op"] for r in records), OPS)
+    cols = sorted({(r["shape"]["d"], r["mask"], r["dtype"]) for r in records})
+    fig, axes = panel_grid(len(ops), len(cols), width=4.2, height=3.3)
+    table = []
+    for i, op in enumerate(ops):
+        for j, (d, mask, dtype) in enumerate(cols):
+            ax = axes[i][j]
+            cell = [r for r in records if r["op"] == op and r["shape"]["d"] == d and r["mask"] == mask and r["dtype"] == dtype]
+            for subject, points in sorted(series(cell, lambda r: r["subject"]).items()):
+                xs = [x for x, _ in points]
+                ys = [_tflops(r) for _, r in points]
+                ax.plot(xs, ys, marker="o", markersize=3, color=subject_color(subject),
+                        linestyle="--" if subject.startswith("torch.") else "-", label=subject)
+                for x, r in points:
+                    table.append({"op": op, "dtype": dtype, "d": d, "mask": mask, "N": x, "subject": subject,
+                                  "TFLOP/s": _tflops(r), "median ms": number(r["metrics"]["median_ms"])})
+            ax.set_xscale("log", base=2)
+            plain_ticks(ax, [x_of(r) for r in cell])
+            ax.set_xlabel("sequence length N")
+            ax.set_ylabel(f"{op} TFLOP/s")
+            ax.set_title(f"{op}, {dtype}, d = {d}, {mask}", fontsize=10)
+            ax.set_ylim(bottom=0)
+            finish_panel(ax, legend_loc="lower right")
+    device = next((r.get("device") for r in records), "")
+    title = f"Attention throughput ({device})"
+    fig.suptitle(title, fontsize=12)
+    fig.tight_layout()
+    method = next((r.get("method") for r in records if r.get("method")), "")
+    figure = Figure(name="bench", experiment="bench", title=title, table=table,
+                    caption="TFLOP/s from EQUATIONS.md's counts (forward 4 N^2 d per head, backward 10, halved for causal), "
+                            f"{method}; batch x heads sized to fill the GPU. Our kernels solid, PyTorch's SDPA backends dashed.")
+    findings = []
+    by_key = {}
+    for row in table:
+        by_key.setdefault((row["op"], row["dtype"], row["d"], row["mask"], row["N"]), {})[row["subject"]] = row["TFLOP/s"]
+    for (op, dtype, d, mask, n), rates in sorted(by_key.items()):
+        flash = rates.get("torch.sdpa.flash")
+        if not flash:
+            continue
+        ours = ", ".join(f"{s} {v / flash:.2f}x" for s, v in sorted(rates.items()) if s.startswith("cuda."))
+        if ours:
+            findings.append(f"{op} {dtype} d={d} {mask} N={n:g}: torch.sdpa.flash {flash:.0f} TFLOP/s; {ours}")
+    figure.findings = findings
+    return [save(fig, out_dir, figure)]
