@@ -12,9 +12,6 @@
 #include "oracle/ladder.hpp"
 
 namespace fc::gradcheck {
-namespace {
-
-using kernels::Op;
 
 oracle::AttentionProblem to_problem(const Case& c) {
   oracle::AttentionProblem p;
@@ -26,6 +23,10 @@ oracle::AttentionProblem to_problem(const Case& c) {
   p.scale = c.scale;
   return p;
 }
+
+namespace {
+
+using kernels::Op;
 
 // The oracle's outputs of an op in the order of Outputs, in type T.
 template <class T>

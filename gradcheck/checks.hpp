@@ -55,10 +55,15 @@
 #include "gradcheck/case.hpp"
 #include "gradcheck/verdict.hpp"
 #include "kernels/attention_call.hpp"
+#include "oracle/attention_problem.hpp"
 #include "oracle/scalar.hpp"
 #include "precision/metrics.hpp"
 
 namespace fc::gradcheck {
+
+// The oracle's description of a case's problem (shape, mask, scale).
+oracle::AttentionProblem to_problem(const Case& c);
+
 
 struct CaseReport {
   kernels::Family family = kernels::Family::attention;

@@ -23,7 +23,7 @@ namespace fc::cli {
 namespace {
 
 struct Request {
-  std::vector<std::string> subjects, plugins;
+  std::vector<std::string> subjects, plugins, options;
   std::vector<int> head_dims{64, 128}, lengths{1024, 4096, 16384};
   std::vector<std::string> masks{"none", "causal"}, dtypes{"bf16"};
   int tokens = 16384, head_chars = 2048, warmup = 5, repeats = 20;
@@ -56,6 +56,15 @@ int run(const Request& req) {
       kernels::Subject* s = registry.find(n);
       if (!s) throw std::invalid_argument("--subjects: no subject '" + n + "' (flashcheck list)");
       subjects.push_back(s);
+    }
+  }
+  for (const std::string& o : req.options) {  // NAME=VALUE, for every timed subject that declares NAME
+    const std::size_t eq = o.find('=');
+    if (eq == std::string::npos) throw std::invalid_argument("--option: NAME=VALUE, got '" + o + "'");
+    for (kernels::Subject* s : subjects) {
+      for (const kernels::SubjectOption& declared : s->info().options) {
+        if (declared.name == o.substr(0, eq)) s->set_option(declared.name, o.substr(eq + 1));
+      }
     }
   }
   if (subjects.empty()) {
@@ -112,6 +121,7 @@ int run(const Request& req) {
               nlohmann::json j = experiments::record_header("experiment", experiments::device_of(s->info()));
               j["experiment"] = "bench";
               j["subject"] = s->info().name;
+              for (const kernels::SubjectOption& declared : s->info().options) j["options"][declared.name] = declared.value;
               j["op"] = std::string(kernels::name(op));
               j["dtype"] = dtype;
               j["policy"] = dtype;
@@ -189,6 +199,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--seed", req->seed, "Seed of the inputs")->capture_default_str();
   cmd->add_option("--out", req->out, "Output directory (default reports/out/bench-<UTC time>)");
   cmd->add_flag("--overwrite", req->overwrite, "Replace an existing bench.jsonl in --out");
+  cmd->add_option("--option", req->options, "NAME=VALUE: set a subject option (flashcheck list) on every timed subject that has it");
   add_plugin_option(cmd, req->plugins);
   cmd->callback([req] { run(*req); });
 }

@@ -39,8 +39,12 @@ struct AttentionShapeParams {
   FC_HD int causal_offset() const { return mask == CausalMask::bottom_right ? seq_k - seq_q : 0; }
 };
 
+// The forward's tile shape (fa2_kernels.cu): query rows x keys per step, and warps per block.
+enum class ForwardTile : std::uint8_t { m64n64w4, m128n64w4, m128n32w4, m128n64w8 };
+
 struct ForwardParams {
   AttentionShapeParams shape;
+  ForwardTile tile = ForwardTile::m128n64w4;
   StorageType type = StorageType::bf16;
   Strided q, k, v;
   StridedOut o;

@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(32 * kWarps) dk_dv_kernel(const BackwardParams
 }
 
 template <int D, int kWarps, int kBlockN>
-using DqConfig = Fa2ForwardConfig<D, kWarps, kBlockN>;
+using DqConfig = Fa2ForwardConfig<D, kWarps, kBlockN, 1>;
 
 template <class T, int D, int kWarps, int kBlockN>
 __global__ void __launch_bounds__(32 * kWarps) dq_kernel(const BackwardParams p) {

@@ -11,8 +11,9 @@
 // exp2 is ex2.approx (2 ulp of fp32) where the CPU uses libm: an fp32-ulp difference, far below a
 // 16-bit rounding.
 //
-// Work split: kWarps warps, warp w owns the 16 rows [16 w, 16 w + 16) of the block's query tile; Q's
-// A fragments stay in registers for the whole key loop. K and V tiles (kBlockN keys) go through
+// Work split: kWarps warps, warp w owns kMTiles x 16 consecutive rows of the block's query tile (each
+// K and V fragment it loads feeds all of its m-tiles); with one m-tile Q's A fragments stay in
+// registers for the whole key loop. K and V tiles (kBlockN keys) go through
 // shared memory with cp.async: V_j loads while S_j = Q K_j^T is computed, K_{j+1} while O += P_j V_j.
 #pragma once
 
@@ -26,14 +27,18 @@
 
 namespace fc::kernels::cuda {
 
-template <int D, int kWarps, int kBlockN>
+template <int D, int kWarps, int kBlockN, int kMTiles = 1>
 struct Fa2ForwardConfig {
-  static constexpr int kBlockM = 16 * kWarps;
+  static constexpr int kRowsPerWarp = 16 * kMTiles;  // kMTiles m16 tiles per warp share each K, V fragment
+  static constexpr int kBlockM = kRowsPerWarp * kWarps;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kNBlocks = kBlockN / 8;  // n8 blocks of S
   static constexpr int kDBlocks = D / 8;        // n8 blocks of O
   static constexpr int kDSteps = D / 16;        // k16 steps of Q K^T
   static constexpr int kNSteps = kBlockN / 16;  // k16 steps of P V
+  // One m-tile per warp keeps Q's fragments in registers for the whole key loop; two re-read them from
+  // shared memory at every k-step (the registers go to the second tile's accumulators).
+  static constexpr bool kQInRegisters = kMTiles == 1;
   using QTile = SwizzledTile<kBlockM, D>;
   using KVTile = SwizzledTile<kBlockN, D>;
   static constexpr int kSmemElements = kBlockM * D + 2 * kBlockN * D;  // Q, K, V
@@ -47,9 +52,9 @@ __device__ inline int query_tile_of_block(const AttentionShapeParams& s, int til
   return s.mask == CausalMask::none ? static_cast<int>(blockIdx.x) : tiles - 1 - static_cast<int>(blockIdx.x);
 }
 
-template <class T, int D, int kWarps, int kBlockN>
+template <class T, int D, int kWarps, int kBlockN, int kMTiles>
 __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardParams p) {
-  using Cfg = Fa2ForwardConfig<D, kWarps, kBlockN>;
+  using Cfg = Fa2ForwardConfig<D, kWarps, kBlockN, kMTiles>;
   using QTile = typename Cfg::QTile;
   using KVTile = typename Cfg::KVTile;
   extern __shared__ __align__(128) unsigned char smem_bytes[];
@@ -63,6 +68,7 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
   const int h = blockIdx.y, b = blockIdx.z, hk = h / (s.heads_q / s.heads_kv);
   const int row0 = m_tile * Cfg::kBlockM;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp_row0 = warp * Cfg::kRowsPerWarp;  // the warp's first row within the tile
   const int offset = s.causal_offset();
   const bool causal = s.mask != CausalMask::none;
 
@@ -79,81 +85,114 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
   if (n_tiles > 0) load_tile_async<kBlockN, D, Cfg::kThreads>(sK, k, p.k.row, 0, s.seq_k);
   cp_async_commit();
 
-  float acc[Cfg::kDBlocks][4];
+  float acc[kMTiles][Cfg::kDBlocks][4];
 #pragma unroll
-  for (int i = 0; i < Cfg::kDBlocks; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // rows g and g + 8 of the warp's 16
-  const int my_row[2] = {row0 + warp * 16 + g, row0 + warp * 16 + g + 8};
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int i = 0; i < Cfg::kDBlocks; ++i) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.f;
+  }
+  // rows g and g + 8 of each of the warp's m-tiles
+  float m_run[kMTiles][2], l_run[kMTiles][2];
+  int my_row[kMTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) m_run[mt][r] = -INFINITY, l_run[mt][r] = 0.f, my_row[mt][r] = row0 + warp_row0 + mt * 16 + g + 8 * r;
+  }
   const float scale2 = s.scale * kLog2e;
 
-  uint32_t qf[Cfg::kDSteps][4];
+  uint32_t qf[Cfg::kQInRegisters ? Cfg::kDSteps : 1][4];
   for (int j = 0; j < n_tiles; ++j) {
     cp_async_wait<0>();  // K_j (and Q, the first time) has landed
     __syncthreads();
-    if (j == 0) {
+    if constexpr (Cfg::kQInRegisters) {
+      if (j == 0) {
 #pragma unroll
-      for (int kk = 0; kk < Cfg::kDSteps; ++kk) load_a<QTile>(qf[kk], sQ, warp * 16, kk * 16);
+        for (int kk = 0; kk < Cfg::kDSteps; ++kk) load_a<QTile>(qf[kk], sQ, warp_row0, kk * 16);
+      }
     }
     load_tile_async<kBlockN, D, Cfg::kThreads>(sV, v, p.v.row, j * kBlockN, s.seq_k);
     cp_async_commit();
 
     // S = Q K_j^T (unscaled)
-    float sc[Cfg::kNBlocks][4];
+    float sc[kMTiles][Cfg::kNBlocks][4];
 #pragma unroll
-    for (int nb = 0; nb < Cfg::kNBlocks; ++nb) sc[nb][0] = sc[nb][1] = sc[nb][2] = sc[nb][3] = 0.f;
+    for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-    for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+      for (int nb = 0; nb < Cfg::kNBlocks; ++nb) sc[mt][nb][0] = sc[mt][nb][1] = sc[mt][nb][2] = sc[mt][nb][3] = 0.f;
+    }
 #pragma unroll
-      for (int kk = 0; kk < Cfg::kDSteps; kk += 2) {
+    for (int kk = 0; kk < Cfg::kDSteps; kk += 2) {
+      uint32_t qa[kMTiles][2][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int x = 0; x < 2; ++x) {
+          if constexpr (Cfg::kQInRegisters) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) qa[mt][x][e] = qf[kk + x][e];
+          } else {
+            load_a<QTile>(qa[mt][x], sQ, warp_row0 + mt * 16, (kk + x) * 16);
+          }
+        }
+      }
+#pragma unroll
+      for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
         uint32_t bf[4];
         load_b_nk<KVTile>(bf, sK, nb * 8, kk * 16);
-        mma_16816<T>(sc[nb], qf[kk], bf[0], bf[1]);
-        mma_16816<T>(sc[nb], qf[kk + 1], bf[2], bf[3]);
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          mma_16816<T>(sc[mt][nb], qa[mt][0], bf[0], bf[1]);
+          mma_16816<T>(sc[mt][nb], qa[mt][1], bf[2], bf[3]);
+        }
       }
     }
 
     // Mask (tails past Nk, the causal diagonal) and the online softmax, per row.
     const int col0 = j * kBlockN;
-    const bool needs_mask = col0 + kBlockN > s.seq_k || (causal && col0 + kBlockN - 1 > row0 + warp * 16 + offset);
+    const bool needs_mask = col0 + kBlockN > s.seq_k || (causal && col0 + kBlockN - 1 > row0 + warp_row0 + offset);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float tile_max = -INFINITY;
+    for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-      for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+      for (int r = 0; r < 2; ++r) {
+        float tile_max = -INFINITY;
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          float& x = sc[nb][2 * r + c];
-          const int col = col0 + nb * 8 + 2 * t + c;
-          if (needs_mask && (col >= s.seq_k || (causal && col > my_row[r] + offset))) x = -INFINITY;
-          // masked entries stay -inf whatever the sign of the scale (inputs are finite, so S is)
-          tile_max = fmaxf(tile_max, x == -INFINITY ? -INFINITY : x * scale2);
+        for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            float& x = sc[mt][nb][2 * r + c];
+            const int col = col0 + nb * 8 + 2 * t + c;
+            if (needs_mask && (col >= s.seq_k || (causal && col > my_row[mt][r] + offset))) x = -INFINITY;
+            // masked entries stay -inf whatever the sign of the scale (inputs are finite, so S is)
+            tile_max = fmaxf(tile_max, x == -INFINITY ? -INFINITY : x * scale2);
+          }
         }
-      }
-      tile_max = quad_max(tile_max);
-      float alpha = 1.f;
-      if (tile_max != -INFINITY) {
-        if (m_run[r] == -INFINITY) {
-          m_run[r] = tile_max;
-        } else if (tile_max > m_run[r]) {
-          alpha = fast_exp2(m_run[r] - tile_max);
-          m_run[r] = tile_max;
+        tile_max = quad_max(tile_max);
+        float alpha = 1.f;
+        if (tile_max != -INFINITY) {
+          if (m_run[mt][r] == -INFINITY) {
+            m_run[mt][r] = tile_max;
+          } else if (tile_max > m_run[mt][r]) {
+            alpha = fast_exp2(m_run[mt][r] - tile_max);
+            m_run[mt][r] = tile_max;
+          }
         }
-      }
-      float row_sum = 0.f;
-      const float m = m_run[r];
+        float row_sum = 0.f;
+        const float m = m_run[mt][r];
 #pragma unroll
-      for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+        for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          float& x = sc[nb][2 * r + c];
-          x = x == -INFINITY ? 0.f : fast_exp2(fmaf(x, scale2, -m));
-          row_sum += x;
+          for (int c = 0; c < 2; ++c) {
+            float& x = sc[mt][nb][2 * r + c];
+            x = x == -INFINITY ? 0.f : fast_exp2(fmaf(x, scale2, -m));
+            row_sum += x;
+          }
         }
-      }
-      l_run[r] = l_run[r] * alpha + quad_sum(row_sum);
-      if (alpha != 1.f) {
+        l_run[mt][r] = l_run[mt][r] * alpha + quad_sum(row_sum);
+        if (alpha != 1.f) {
 #pragma unroll
-        for (int i = 0; i < Cfg::kDBlocks; ++i) acc[i][2 * r] *= alpha, acc[i][2 * r + 1] *= alpha;
+          for (int i = 0; i < Cfg::kDBlocks; ++i) acc[mt][i][2 * r] *= alpha, acc[mt][i][2 * r + 1] *= alpha;
+        }
       }
     }
 
@@ -166,14 +205,18 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
     // O += P V_j, P rounded to T from the S registers
 #pragma unroll
     for (int kk = 0; kk < Cfg::kNSteps; ++kk) {
-      uint32_t pa[4];
-      a_from_c<T>(pa, sc[2 * kk], sc[2 * kk + 1]);
+      uint32_t pa[kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) a_from_c<T>(pa[mt], sc[mt][2 * kk], sc[mt][2 * kk + 1]);
 #pragma unroll
       for (int db = 0; db < Cfg::kDBlocks; db += 2) {
         uint32_t bf[4];
         load_b_kn<KVTile>(bf, sV, kk * 16, db * 8);
-        mma_16816<T>(acc[db], pa, bf[0], bf[1]);
-        mma_16816<T>(acc[db + 1], pa, bf[2], bf[3]);
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          mma_16816<T>(acc[mt][db], pa[mt], bf[0], bf[1]);
+          mma_16816<T>(acc[mt][db + 1], pa[mt], bf[2], bf[3]);
+        }
       }
     }
   }
@@ -184,21 +227,24 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
   T* o = static_cast<T*>(p.o.data) + b * p.o.batch + h * p.o.head;
   const std::uint64_t o_row_base = (static_cast<std::uint64_t>(b) * s.heads_q + h) * s.seq_q;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = my_row[r];
-    if (row >= s.seq_q) continue;
-    const bool empty = l_run[r] == 0.f;
-    const float inv = empty ? 0.f : 1.f / l_run[r];
-    const std::uint64_t index0 = (o_row_base + row) * D;  // the logical index of (b, h, row, 0)
+  for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-    for (int db = 0; db < Cfg::kDBlocks; ++db) {
-      const int col = db * 8 + 2 * t;
-      store_pair<T>(o + row * p.o.row + col, acc[db][2 * r] * inv, acc[db][2 * r + 1] * inv, p.rounding, p.o_stream,
-                    index0 + col);
-    }
-    if (t == 0) {
-      p.lse[o_row_base + row] =
-          empty ? -INFINITY : static_cast<float>(static_cast<double>(m_run[r] + log2f(l_run[r])) * 0.6931471805599453);
+    for (int r = 0; r < 2; ++r) {
+      const int row = my_row[mt][r];
+      if (row >= s.seq_q) continue;
+      const bool empty = l_run[mt][r] == 0.f;
+      const float inv = empty ? 0.f : 1.f / l_run[mt][r];
+      const std::uint64_t index0 = (o_row_base + row) * D;  // the logical index of (b, h, row, 0)
+#pragma unroll
+      for (int db = 0; db < Cfg::kDBlocks; ++db) {
+        const int col = db * 8 + 2 * t;
+        store_pair<T>(o + row * p.o.row + col, acc[mt][db][2 * r] * inv, acc[mt][db][2 * r + 1] * inv, p.rounding, p.o_stream,
+                      index0 + col);
+      }
+      if (t == 0) {
+        p.lse[o_row_base + row] =
+            empty ? -INFINITY : static_cast<float>(static_cast<double>(m_run[mt][r] + log2f(l_run[mt][r])) * 0.6931471805599453);
+      }
     }
   }
 }

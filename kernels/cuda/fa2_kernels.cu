@@ -10,10 +10,10 @@
 namespace fc::kernels::cuda {
 namespace {
 
-// Tile shapes (notes: kernels/cuda/NOTES.md). Forward: 4 warps, 64 query rows, 64-key tiles. dK/dV:
+// Tile shapes (notes: kernels/cuda/NOTES.md). Forward: ForwardParams::tile. dK/dV:
 // 4 warps, 64 keys, query steps of 64 rows (32 at d = 128, where 64 spills); dQ: 64 query rows, key
 // tiles of 64 (32 at d = 128).
-constexpr int kWarps = 4, kBlockN = 64;
+constexpr int kWarps = 4;
 template <int D>
 constexpr int kBwdStep = D > 64 ? 32 : 64;
 
@@ -27,14 +27,24 @@ void allow_smem(Kernel kernel, int bytes, const char* name) {
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) check_launch(name);
 }
 
-template <class T, int D>
-void forward(const ForwardParams& p, cudaStream_t stream) {
-  using Cfg = Fa2ForwardConfig<D, kWarps, kBlockN>;
-  auto* kernel = fa2_forward_kernel<T, D, kWarps, kBlockN>;
+template <class T, int D, int kW, int kBN, int kMT>
+void forward_with(const ForwardParams& p, cudaStream_t stream) {
+  using Cfg = Fa2ForwardConfig<D, kW, kBN, kMT>;
+  auto* kernel = fa2_forward_kernel<T, D, kW, kBN, kMT>;
   allow_smem(kernel, Cfg::kSmemBytes, "fa2_forward");
   const dim3 grid((p.shape.seq_q + Cfg::kBlockM - 1) / Cfg::kBlockM, p.shape.heads_q, p.shape.batch);
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
   check_launch("fa2_forward");
+}
+
+template <class T, int D>
+void forward(const ForwardParams& p, cudaStream_t stream) {
+  switch (p.tile) {
+    case ForwardTile::m64n64w4: return forward_with<T, D, 4, 64, 1>(p, stream);
+    case ForwardTile::m128n64w4: return forward_with<T, D, 4, 64, 2>(p, stream);
+    case ForwardTile::m128n32w4: return forward_with<T, D, 4, 32, 2>(p, stream);
+    case ForwardTile::m128n64w8: return forward_with<T, D, 8, 64, 1>(p, stream);
+  }
 }
 
 template <class T, int D>
