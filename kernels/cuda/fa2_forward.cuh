@@ -13,8 +13,8 @@
 //
 // Work split: kWarps warps, warp w owns kMTiles x 16 consecutive rows of the block's query tile (each
 // K and V fragment it loads feeds all of its m-tiles); with one m-tile Q's A fragments stay in
-// registers for the whole key loop. K and V tiles (kBlockN keys) go through
-// shared memory with cp.async: V_j loads while S_j = Q K_j^T is computed, K_{j+1} while O += P_j V_j.
+// registers for the whole key loop. K and V tiles (kBlockN keys) go through shared memory with
+// cp.async in two stages: tile j + 1 loads while tile j is computed.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -41,7 +41,8 @@ struct Fa2ForwardConfig {
   static constexpr bool kQInRegisters = kMTiles == 1;
   using QTile = SwizzledTile<kBlockM, D>;
   using KVTile = SwizzledTile<kBlockN, D>;
-  static constexpr int kSmemElements = kBlockM * D + 2 * kBlockN * D;  // Q, K, V
+  static constexpr int kStages = 2;  // K and V tiles in flight: j + 1 loads while j computes
+  static constexpr int kSmemElements = kBlockM * D + kStages * 2 * kBlockN * D;  // Q, K[2], V[2]
   static constexpr int kSmemBytes = kSmemElements * 2;
 };
 
@@ -60,7 +61,6 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
   extern __shared__ __align__(128) unsigned char smem_bytes[];
   T* sQ = reinterpret_cast<T*>(smem_bytes);
   T* sK = sQ + Cfg::kBlockM * D;
-  T* sV = sK + kBlockN * D;
 
   const AttentionShapeParams& s = p.shape;
   const int tiles_m = (s.seq_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
@@ -81,8 +81,13 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
   const int key_end = causal ? max(0, min(s.seq_k, last_row + offset + 1)) : s.seq_k;
   const int n_tiles = (key_end + kBlockN - 1) / kBlockN;
 
+  T* const sK0 = sK;  // stage s of K at sK0 + s * kBlockN * D, of V at sV0 + s * kBlockN * D
+  T* const sV0 = sK0 + Cfg::kStages * kBlockN * D;
   load_tile_async<Cfg::kBlockM, D, Cfg::kThreads>(sQ, q, p.q.row, row0, s.seq_q);
-  if (n_tiles > 0) load_tile_async<kBlockN, D, Cfg::kThreads>(sK, k, p.k.row, 0, s.seq_k);
+  if (n_tiles > 0) {
+    load_tile_async<kBlockN, D, Cfg::kThreads>(sK0, k, p.k.row, 0, s.seq_k);
+    load_tile_async<kBlockN, D, Cfg::kThreads>(sV0, v, p.v.row, 0, s.seq_k);
+  }
   cp_async_commit();
 
   float acc[kMTiles][Cfg::kDBlocks][4];
@@ -100,19 +105,29 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
     for (int r = 0; r < 2; ++r) m_run[mt][r] = -INFINITY, l_run[mt][r] = 0.f, my_row[mt][r] = row0 + warp_row0 + mt * 16 + g + 8 * r;
   }
   const float scale2 = s.scale * kLog2e;
+  // max_j (S_ij scale2) = scale2 max_j S_ij for scale2 >= 0 (rounding is monotone), min for a negative
+  // scale: one multiply per row instead of one per element.
+  const bool positive_scale = scale2 >= 0.f;
 
   uint32_t qf[Cfg::kQInRegisters ? Cfg::kDSteps : 1][4];
   for (int j = 0; j < n_tiles; ++j) {
-    cp_async_wait<0>();  // K_j (and Q, the first time) has landed
-    __syncthreads();
+    cp_async_wait<0>();  // K_j and V_j (and Q, the first time) have landed
+    __syncthreads();     // ... for every thread; and every warp is done with tile j - 1's stage
+    const T* sKj = sK0 + (j % Cfg::kStages) * kBlockN * D;
+    const T* sVj = sV0 + (j % Cfg::kStages) * kBlockN * D;
+    if (j + 1 < n_tiles) {
+      T* sKn = sK0 + ((j + 1) % Cfg::kStages) * kBlockN * D;
+      T* sVn = sV0 + ((j + 1) % Cfg::kStages) * kBlockN * D;
+      load_tile_async<kBlockN, D, Cfg::kThreads>(sKn, k, p.k.row, (j + 1) * kBlockN, s.seq_k);
+      load_tile_async<kBlockN, D, Cfg::kThreads>(sVn, v, p.v.row, (j + 1) * kBlockN, s.seq_k);
+      cp_async_commit();
+    }
     if constexpr (Cfg::kQInRegisters) {
       if (j == 0) {
 #pragma unroll
         for (int kk = 0; kk < Cfg::kDSteps; ++kk) load_a<QTile>(qf[kk], sQ, warp_row0, kk * 16);
       }
     }
-    load_tile_async<kBlockN, D, Cfg::kThreads>(sV, v, p.v.row, j * kBlockN, s.seq_k);
-    cp_async_commit();
 
     // S = Q K_j^T (unscaled)
     float sc[kMTiles][Cfg::kNBlocks][4];
@@ -139,7 +154,7 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
 #pragma unroll
       for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
         uint32_t bf[4];
-        load_b_nk<KVTile>(bf, sK, nb * 8, kk * 16);
+        load_b_nk<KVTile>(bf, sKj, nb * 8, kk * 16);
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
           mma_16816<T>(sc[mt][nb], qa[mt][0], bf[0], bf[1]);
@@ -148,24 +163,37 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
       }
     }
 
-    // Mask (tails past Nk, the causal diagonal) and the online softmax, per row.
+    // The online softmax, per row. Only tiles that cross Nk or the causal diagonal pay for the mask:
+    // there a hidden entry becomes -inf (excluded from the max, P = 0) whatever the sign of the scale.
     const int col0 = j * kBlockN;
     const bool needs_mask = col0 + kBlockN > s.seq_k || (causal && col0 + kBlockN - 1 > row0 + warp_row0 + offset);
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float tile_max = -INFINITY;
+        float tile_max;
+        if (needs_mask) {
+          tile_max = -INFINITY;
 #pragma unroll
-        for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+          for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
 #pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            float& x = sc[mt][nb][2 * r + c];
-            const int col = col0 + nb * 8 + 2 * t + c;
-            if (needs_mask && (col >= s.seq_k || (causal && col > my_row[mt][r] + offset))) x = -INFINITY;
-            // masked entries stay -inf whatever the sign of the scale (inputs are finite, so S is)
-            tile_max = fmaxf(tile_max, x == -INFINITY ? -INFINITY : x * scale2);
+            for (int c = 0; c < 2; ++c) {
+              float& x = sc[mt][nb][2 * r + c];
+              const int col = col0 + nb * 8 + 2 * t + c;
+              if (col >= s.seq_k || (causal && col > my_row[mt][r] + offset)) x = -INFINITY;
+              tile_max = fmaxf(tile_max, x == -INFINITY ? -INFINITY : x * scale2);
+            }
           }
+        } else {
+          float extreme = positive_scale ? -INFINITY : INFINITY;
+#pragma unroll
+          for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              extreme = positive_scale ? fmaxf(extreme, sc[mt][nb][2 * r + c]) : fminf(extreme, sc[mt][nb][2 * r + c]);
+            }
+          }
+          tile_max = extreme * scale2;
         }
         tile_max = quad_max(tile_max);
         float alpha = 1.f;
@@ -179,13 +207,25 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
         }
         float row_sum = 0.f;
         const float m = m_run[mt][r];
+        if (needs_mask) {
 #pragma unroll
-        for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+          for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
 #pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            float& x = sc[mt][nb][2 * r + c];
-            x = x == -INFINITY ? 0.f : fast_exp2(fmaf(x, scale2, -m));
-            row_sum += x;
+            for (int c = 0; c < 2; ++c) {
+              float& x = sc[mt][nb][2 * r + c];
+              x = x == -INFINITY ? 0.f : fast_exp2(fmaf(x, scale2, -m));
+              row_sum += x;
+            }
+          }
+        } else {  // every entry visible, so m is finite
+#pragma unroll
+          for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              float& x = sc[mt][nb][2 * r + c];
+              x = fast_exp2(fmaf(x, scale2, -m));
+              row_sum += x;
+            }
           }
         }
         l_run[mt][r] = l_run[mt][r] * alpha + quad_sum(row_sum);
@@ -196,12 +236,6 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
       }
     }
 
-    cp_async_wait<0>();  // V_j has landed; every warp is done reading K_j
-    __syncthreads();
-    if (j + 1 < n_tiles) {
-      load_tile_async<kBlockN, D, Cfg::kThreads>(sK, k, p.k.row, (j + 1) * kBlockN, s.seq_k);
-      cp_async_commit();
-    }
     // O += P V_j, P rounded to T from the S registers
 #pragma unroll
     for (int kk = 0; kk < Cfg::kNSteps; ++kk) {
@@ -211,7 +245,7 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
 #pragma unroll
       for (int db = 0; db < Cfg::kDBlocks; db += 2) {
         uint32_t bf[4];
-        load_b_kn<KVTile>(bf, sV, kk * 16, db * 8);
+        load_b_kn<KVTile>(bf, sVj, kk * 16, db * 8);
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
           mma_16816<T>(acc[mt][db], pa[mt], bf[0], bf[1]);

@@ -154,11 +154,13 @@ __device__ inline void a_from_c(uint32_t (&a)[4], const float (&c0)[4], const fl
   a[3] = Storage<T>::pack(c1[2], c1[3]);
 }
 
-// 2^x by the special-function unit (ex2.approx, max error 2 ulp of fp32; subnormal results kept, so a
-// tiny P rounds to a bf16 subnormal as the CPU's exp2 gives it).
+// 2^x by the special-function unit: one MUFU.EX2 (ex2.approx.ftz, max error 2 ulp of fp32). Results
+// below 2^-126 flush to 0, where the CPU's exp2 gives an fp32 subnormal: such a P is below 2^-126 of
+// the row's largest, far under any 16-bit rounding of O (fp16 rounds it to 0 anyway; a bf16 subnormal
+// P would add < 2^-126 max|V| to O). ex2(-inf) = +0.
 __device__ inline float fast_exp2(float x) {
   float y;
-  asm("ex2.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
 
