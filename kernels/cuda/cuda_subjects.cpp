@@ -71,8 +71,8 @@ class CudaFa2 final : public Subject {
     info_.host_allocations_counted = false;  // device memory
     info_.device = device_name();
     info_.options = {{"fwd_tile", "auto",
-                      "forward tile: 64x64, 128x64, 128x32 (4 warps), 128x64w8 (8 warps), or auto (128x64 at d = 64, 128x32 at "
-                      "d = 128: the fastest measured, kernels/cuda/NOTES.md)"}};
+                      "forward tile: 64x64, 128x64, 128x32 (4 warps), 128x64w8 (8 warps), or auto (128x64: the fastest measured at "
+                      "d = 64 and 128, kernels/cuda/NOTES.md)"}};
   }
 
   void set_option(const std::string& name, const std::string& value) override {
@@ -94,7 +94,7 @@ class CudaFa2 final : public Subject {
     DeviceInput q = to_device(c.q, who, "Q"), k = to_device(c.k, who, "K"), v = to_device(c.v, who, "V");
     if (op == Op::fwd) {
       ForwardParams p;
-      p.shape = shape_of(c), p.type = type, p.tile = forward_tile(c.shape.head_dim);
+      p.shape = shape_of(c), p.type = type, p.tile = forward_tile();
       p.q = q.view, p.k = k.view, p.v = v.view;
       DeviceOutput o = device_output(c.out_o, who, "O");
       DeviceBuffer lse(static_cast<std::size_t>(c.shape.batch) * c.shape.heads_q * c.shape.seq_q * sizeof(float), who, "L");
@@ -151,7 +151,7 @@ class CudaFa2 final : public Subject {
     };
     AttentionCall c = shape_only;
     ForwardParams f;
-    f.shape = shape_of(c), f.type = type, f.tile = forward_tile(sh.head_dim);
+    f.shape = shape_of(c), f.type = type, f.tile = forward_tile();
     f.q = contiguous(q, sh.heads_q, sh.seq_q), f.k = contiguous(k, sh.heads_kv, sh.seq_k), f.v = contiguous(v, sh.heads_kv, sh.seq_k);
     f.o = contiguous_out(o, sh.heads_q, sh.seq_q), f.lse = static_cast<float*>(lse.get());
     Timing timing;
@@ -174,13 +174,13 @@ class CudaFa2 final : public Subject {
   }
 
  private:
-  ForwardTile forward_tile(int d) const {
+  ForwardTile forward_tile() const {
     const std::string& v = info_.options[0].value;
     if (v == "64x64") return ForwardTile::m64n64w4;
     if (v == "128x64") return ForwardTile::m128n64w4;
     if (v == "128x32") return ForwardTile::m128n32w4;
     if (v == "128x64w8") return ForwardTile::m128n64w8;
-    return d <= 64 ? ForwardTile::m128n64w4 : ForwardTile::m128n32w4;
+    return ForwardTile::m128n64w4;  // auto: measured fastest at d = 64 and 128 (NOTES.md, version 3)
   }
 
   // Device-event times of `run`, after r.warmup untimed runs.

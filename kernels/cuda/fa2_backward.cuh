@@ -136,13 +136,15 @@ __global__ void __launch_bounds__(32 * kWarps) dk_dv_kernel(const BackwardParams
           mma_16816<T>(dpt[nb], va2, gb[2], gb[3]);
         }
       }
-      // P^T and dS^T (fp32), masked: keys past Nk, the causal diagonal; rows past Nq have L = +inf.
+      // P^T and dS^T (fp32). Rows past Nq (and rows with no visible key) have L = +inf, so P = 0; keys
+      // past Nk and the causal diagonal are masked only in steps that cross them.
+      const bool needs_mask = key0 + kBlockN > s.seq_k || (causal && key0 + kBlockN - 1 > q0 + offset);
 #pragma unroll
       for (int nb = 0; nb < Cfg::kMBlocks; ++nb) {
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
           const int key = my_key[c / 2], qi = nb * 8 + 2 * t + c % 2, row = q0 + qi;
-          const bool visible = key < s.seq_k && (!causal || key <= row + offset);
+          const bool visible = !needs_mask || (key < s.seq_k && (!causal || key <= row + offset));
           const float pt = visible ? fast_exp2(fmaf(st[nb][c], scale2, -sL[qi])) : 0.f;
           st[nb][c] = pt;
           dpt[nb][c] = pt * (dpt[nb][c] - sD[qi]);
@@ -283,12 +285,13 @@ __global__ void __launch_bounds__(32 * kWarps) dq_kernel(const BackwardParams p)
       }
     }
     const int col0 = j * kBlockN;
+    const bool needs_mask = col0 + kBlockN > s.seq_k || (causal && col0 + kBlockN - 1 > row0 + warp * 16 + offset);
 #pragma unroll
     for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int r = c / 2, col = col0 + nb * 8 + 2 * t + c % 2;
-        const bool visible = col < s.seq_k && (!causal || col <= my_row[r] + offset);
+        const bool visible = !needs_mask || (col < s.seq_k && (!causal || col <= my_row[r] + offset));
         const float pv = visible ? fast_exp2(fmaf(sc[nb][c], scale2, -l2[r])) : 0.f;
         dp[nb][c] = pv * (dp[nb][c] - dd[r]);
       }
