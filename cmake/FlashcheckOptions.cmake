@@ -36,6 +36,10 @@ if(NOT FLASHCHECK_CUDA STREQUAL "OFF")
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES 90a)
     endif()
+    # The shared CUDA runtime everywhere: a target with CUDA code would otherwise link cudart_static and
+    # cudadevrt into whatever links it, the PyTorch extension included, beside the libcudart.so that
+    # libtorch loads (two runtimes in one process).
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
     enable_language(CUDA)
     # CMake < 3.26 has no C++20 dialect for nvcc; teach it the flag (nvcc >= 12 accepts -std=c++20).
     if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
