@@ -98,11 +98,12 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
   }
   // rows g and g + 8 of each of the warp's m-tiles
   float m_run[kMTiles][2], l_run[kMTiles][2];
-  int my_row[kMTiles][2];
+  // (rows are recomputed where needed rather than held: registers are the limit at d = 128)
+  const auto my_row = [&](int mt, int r) { return row0 + warp_row0 + mt * 16 + g + 8 * r; };
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) m_run[mt][r] = -INFINITY, l_run[mt][r] = 0.f, my_row[mt][r] = row0 + warp_row0 + mt * 16 + g + 8 * r;
+    for (int r = 0; r < 2; ++r) m_run[mt][r] = -INFINITY, l_run[mt][r] = 0.f;
   }
   const float scale2 = s.scale * kLog2e;
   // max_j (S_ij scale2) = scale2 max_j S_ij for scale2 >= 0 (rounding is monotone), min for a negative
@@ -180,7 +181,7 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
             for (int c = 0; c < 2; ++c) {
               float& x = sc[mt][nb][2 * r + c];
               const int col = col0 + nb * 8 + 2 * t + c;
-              if (col >= s.seq_k || (causal && col > my_row[mt][r] + offset)) x = -INFINITY;
+              if (col >= s.seq_k || (causal && col > my_row(mt, r) + offset)) x = -INFINITY;
               tile_max = fmaxf(tile_max, x == -INFINITY ? -INFINITY : x * scale2);
             }
           }
@@ -264,7 +265,7 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int row = my_row[mt][r];
+      const int row = my_row(mt, r);
       if (row >= s.seq_q) continue;
       const bool empty = l_run[mt][r] == 0.f;
       const float inv = empty ? 0.f : 1.f / l_run[mt][r];
