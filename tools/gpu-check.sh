@@ -75,7 +75,7 @@ for log in "$out"/check-*.log; do  # the harness tables of the checks, for the r
   [ -f "$log" ] && { echo "== $(basename "$log" .log)"; grep -E "^(fwd|bwd|bwdbwd) |^check:" "$log"; }
 done
 for log in "$out"/sanitizer-*.log; do  # compute-sanitizer's verdicts
-  [ -f "$log" ] && echo "$(basename "$log" .log): $(grep -h "ERROR SUMMARY" "$log" | tail -n 1)"
+  [ -f "$log" ] && echo "$(basename "$log" .log): $(grep -hE "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -n 1)"
 done
 printf '%s\n' "${rows[@]}"
 gather
