@@ -16,16 +16,8 @@
 #include "kernels/torch/tensor_bridge.hpp"
 
 namespace fc::kernels::pt::ops {
-namespace {
 
 // The problem a call describes, checked: shapes, dtypes per policy, one device, finite values.
-struct Problem {
-  AttentionShape shape;
-  Mask mask;
-  double scale;
-  PrecisionPolicy policy;
-};
-
 Problem check_problem(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c10::string_view mask,
                       const c10::optional<double>& scale, const c10::optional<c10::string_view>& policy) {
   TORCH_CHECK(q.defined() && q.dim() == 4, "flashcheck.", op, ": q must be [B, H, N, D], got ",
@@ -45,6 +37,20 @@ Problem check_problem(const char* op, const at::Tensor& q, const at::Tensor& k, 
              static_cast<int>(k.size(2)), static_cast<int>(q.size(3)), static_cast<int>(v.size(3))};
   return p;
 }
+
+// lse: [B, H, N] in the statistics format, as attention_forward returns it.
+void check_saved(const char* op, const Problem& p, const at::Tensor& q, const at::Tensor& o, const at::Tensor& lse,
+                 const at::Tensor& dout) {
+  const auto& s = p.shape;
+  check_tensor(op, "o", o, 4, dtype_of(p.policy.format(Role::o)), q.device());
+  check_same_shape(op, "o", o, {s.batch, s.heads_q, s.seq_q, s.head_dim_v});
+  check_tensor(op, "lse", lse, 3, dtype_of(p.policy.format(Role::stats)), q.device());
+  check_same_shape(op, "lse", lse, {s.batch, s.heads_q, s.seq_q});
+  check_tensor(op, "dout", dout, 4, dtype_of(p.policy.format(Role::dout)), q.device());
+  check_same_shape(op, "dout", dout, {s.batch, s.heads_q, s.seq_q, s.head_dim_v});
+}
+
+namespace {
 
 at::Tensor empty_like_shape(const at::Tensor& like, at::IntArrayRef shape, Format f) {
   return at::empty(shape, like.options().dtype(dtype_of(f)));
@@ -74,18 +80,6 @@ std::tuple<at::Tensor, at::Tensor> forward_cpu(const at::Tensor& q, const at::Te
     subject.run(Op::fwd, c);
   });
   return {o, lse};
-}
-
-// lse: [B, H, N] in the statistics format, as attention_forward returns it.
-void check_saved(const char* op, const Problem& p, const at::Tensor& q, const at::Tensor& o, const at::Tensor& lse,
-                 const at::Tensor& dout) {
-  const auto& s = p.shape;
-  check_tensor(op, "o", o, 4, dtype_of(p.policy.format(Role::o)), q.device());
-  check_same_shape(op, "o", o, {s.batch, s.heads_q, s.seq_q, s.head_dim_v});
-  check_tensor(op, "lse", lse, 3, dtype_of(p.policy.format(Role::stats)), q.device());
-  check_same_shape(op, "lse", lse, {s.batch, s.heads_q, s.seq_q});
-  check_tensor(op, "dout", dout, 4, dtype_of(p.policy.format(Role::dout)), q.device());
-  check_same_shape(op, "dout", dout, {s.batch, s.heads_q, s.seq_q, s.head_dim_v});
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -128,24 +122,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> double_backward_cpu(
   c.dq2 = view_of(dq2), c.dk2 = view_of(dk2), c.dv2 = view_of(dv2), c.ddo = view_of(ddo);
   run_subject(op, subject_for(q, kernel), [&](Subject& subject) { subject.run(Op::bwdbwd, c); });
   return {dq2, dk2, dv2, ddo};
-}
-
-// CUDA tensors: the cuda.* kernels are dispatched here once they exist (kernels/cuda).
-std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::string_view,
-                                                c10::optional<double>, c10::string_view kernel, c10::optional<c10::string_view>) {
-  no_cuda_kernel("attention_forward", "cuda." + std::string(kernel.data(), kernel.size()));
-}
-std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                                             const at::Tensor&, const at::Tensor&, c10::string_view,
-                                                             c10::optional<double>, c10::string_view kernel,
-                                                             c10::optional<c10::string_view>) {
-  no_cuda_kernel("attention_backward", "cuda." + std::string(kernel.data(), kernel.size()));
-}
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> double_backward_cuda(
-    const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-    const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>&, c10::string_view,
-    c10::optional<double>, c10::string_view kernel, c10::optional<c10::string_view>) {
-  no_cuda_kernel("attention_double_backward", "cuda." + std::string(kernel.data(), kernel.size()));
 }
 
 }  // namespace

@@ -1,0 +1,152 @@
+// The attention ops on CUDA tensors: cuda.fa2's kernels (kernels/cuda/fa2_kernels.hpp) run on
+// PyTorch's tensors in place, on the current stream of the tensors' device. Inputs whose rows are not
+// 16-byte aligned (a stride that is not a multiple of 8 elements, or D not contiguous) are copied to
+// contiguous first. The policy must be the uniform one of q's dtype (bf16 or fp16), optionally with
+// stochastic rounding; fp32/fp64, other head dims and the double backward (until cuda.hog exists, issue
+// 9) raise a clear error naming what is missing.
+#include <c10/core/DeviceGuard.h>
+#include <torch/version.h>
+
+#include <string>
+
+#include "kernels/torch/ops/attention_ops.hpp"
+#include "kernels/torch/ops/op_support.hpp"
+#include "kernels/torch/tensor_bridge.hpp"
+
+#if FLASHCHECK_HAVE_CUDA && TORCH_VERSION_MAJOR >= 2
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include <stdexcept>
+
+#include "kernels/cuda/fa2_kernels.hpp"
+#define FLASHCHECK_TORCH_CUDA_KERNELS 1
+#else
+#define FLASHCHECK_TORCH_CUDA_KERNELS 0
+#endif
+
+namespace fc::kernels::pt::ops {
+
+#if FLASHCHECK_TORCH_CUDA_KERNELS
+namespace {
+
+// The problem restricted to what cuda.fa2 implements, or a TORCH_CHECK naming the limit.
+cuda::StorageType require_fa2(const char* op, const Problem& p, c10::string_view kernel) {
+  TORCH_CHECK(kernel == "fa2", "flashcheck.", op, ": no CUDA kernel cuda.", std::string(kernel.data(), kernel.size()),
+              " yet (CUDA tensors: kernel='fa2'); CPU tensors run every CPU backend");
+  const Format t = p.policy.format(Role::q);
+  TORCH_CHECK(t == Format::bf16 || t == Format::fp16, "flashcheck.", op, ": cuda.fa2 computes in bfloat16 or float16, got ",
+              std::string(fc::name(t)), " (CPU tensors take every format)");
+  PrecisionPolicy uniform = PrecisionPolicy::uniform(t);
+  uniform.rounding = p.policy.rounding, uniform.seed = p.policy.seed;
+  TORCH_CHECK(p.policy == uniform, "flashcheck.", op, ": cuda.fa2 stores every tensor in one format; policy ", p.policy.to_string(),
+              " mixes formats");
+  TORCH_CHECK(cuda::fa2_supports_head_dim(p.shape.head_dim), "flashcheck.", op, ": cuda.fa2 has head dims 64 and 128, got ",
+              p.shape.head_dim);
+  TORCH_CHECK(p.shape.head_dim_v == p.shape.head_dim, "flashcheck.", op, ": cuda.fa2 needs v's head dim equal to q's (",
+              p.shape.head_dim_v, " != ", p.shape.head_dim, ")");
+  return t == Format::bf16 ? cuda::StorageType::bf16 : cuda::StorageType::fp16;
+}
+
+// t itself when the kernels can read it in place (unit stride along D, 16-byte aligned rows), else a
+// contiguous copy.
+at::Tensor kernel_ready(const at::Tensor& t) {
+  const auto aligned = [](std::int64_t x) { return x % 8 == 0; };
+  const bool ok = t.stride(3) == 1 && aligned(t.stride(0)) && aligned(t.stride(1)) && aligned(t.stride(2)) &&
+                  reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0;
+  return ok ? t : t.contiguous();
+}
+cuda::Strided strided(const at::Tensor& t) { return {t.data_ptr(), t.stride(0), t.stride(1), t.stride(2)}; }
+cuda::StridedOut strided_out(at::Tensor& t) { return {t.data_ptr(), t.stride(0), t.stride(1), t.stride(2)}; }
+
+cuda::AttentionShapeParams shape_params(const Problem& p) {
+  cuda::AttentionShapeParams s;
+  s.batch = p.shape.batch, s.heads_q = p.shape.heads_q, s.heads_kv = p.shape.heads_kv;
+  s.seq_q = p.shape.seq_q, s.seq_k = p.shape.seq_k, s.head_dim = p.shape.head_dim;
+  s.mask = p.mask == Mask::none ? cuda::CausalMask::none
+           : p.mask == Mask::causal_top_left ? cuda::CausalMask::top_left
+                                             : cuda::CausalMask::bottom_right;
+  s.scale = static_cast<float>(p.scale);
+  return s;
+}
+
+cudaStream_t current_stream(const at::Tensor& t) {
+  const c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
+  return static_cast<cudaStream_t>(guard.getStream(t.device()).native_handle());
+}
+
+template <class F>
+void launch(const char* op, F&& f) {
+  try {
+    f();
+  } catch (const std::runtime_error& e) {
+    TORCH_CHECK(false, "flashcheck.", op, ": ", e.what());
+  }
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c10::string_view mask,
+                                                c10::optional<double> scale, c10::string_view kernel, c10::optional<c10::string_view> policy) {
+  const char* op = "attention_forward";
+  const Problem p = check_problem(op, q, k, v, mask, scale, policy);
+  const cuda::StorageType type = require_fa2(op, p, kernel);
+  for (auto [t, what] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}}) check_finite(op, what, *t);
+  const c10::DeviceGuard device(q.device());
+  const at::Tensor qr = kernel_ready(q), kr = kernel_ready(k), vr = kernel_ready(v);
+  const auto& s = p.shape;
+  at::Tensor o = at::empty({s.batch, s.heads_q, s.seq_q, s.head_dim_v}, q.options());
+  at::Tensor lse = at::empty({s.batch, s.heads_q, s.seq_q}, q.options().dtype(at::kFloat));
+  cuda::ForwardParams f;
+  f.shape = shape_params(p), f.type = type;
+  f.q = strided(qr), f.k = strided(kr), f.v = strided(vr), f.o = strided_out(o), f.lse = lse.data_ptr<float>();
+  f.rounding = {p.policy.rounding == Rounding::stochastic, p.policy.seed}, f.o_stream = p.policy.stream(Role::o).stream;
+  launch(op, [&] { cuda::fa2_forward(f, current_stream(q)); });
+  return {o, lse};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                             const at::Tensor& o, const at::Tensor& lse, const at::Tensor& dout,
+                                                             c10::string_view mask, c10::optional<double> scale, c10::string_view kernel,
+                                                             c10::optional<c10::string_view> policy) {
+  const char* op = "attention_backward";
+  const Problem p = check_problem(op, q, k, v, mask, scale, policy);
+  check_saved(op, p, q, o, lse, dout);
+  const cuda::StorageType type = require_fa2(op, p, kernel);
+  for (auto [t, what] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}, std::pair{&dout, "dout"}}) check_finite(op, what, *t);
+  const c10::DeviceGuard device(q.device());
+  const at::Tensor qr = kernel_ready(q), kr = kernel_ready(k), vr = kernel_ready(v), or_ = kernel_ready(o), gr = kernel_ready(dout);
+  const at::Tensor l = lse.contiguous();
+  at::Tensor dq = at::empty(q.sizes(), q.options()), dk = at::empty(k.sizes(), k.options()), dv = at::empty(v.sizes(), v.options());
+  at::Tensor delta = at::empty(l.sizes(), l.options());
+  cuda::BackwardParams b;
+  b.shape = shape_params(p), b.type = type;
+  b.q = strided(qr), b.k = strided(kr), b.v = strided(vr), b.o = strided(or_), b.dout = strided(gr);
+  b.lse = l.data_ptr<float>(), b.delta = delta.data_ptr<float>();
+  b.dq = strided_out(dq), b.dk = strided_out(dk), b.dv = strided_out(dv);
+  b.rounding = {p.policy.rounding == Rounding::stochastic, p.policy.seed}, b.grad_stream = p.policy.stream(Role::grad).stream;
+  launch(op, [&] { cuda::fa2_backward(b, current_stream(q)); });
+  return {dq, dk, dv};
+}
+
+#else  // no CUDA kernels in this build (or libtorch < 2): a clear error
+
+std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::string_view,
+                                                c10::optional<double>, c10::string_view kernel, c10::optional<c10::string_view>) {
+  no_cuda_kernel("attention_forward", "cuda." + std::string(kernel.data(), kernel.size()));
+}
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                             const at::Tensor&, const at::Tensor&, c10::string_view, c10::optional<double>,
+                                                             c10::string_view kernel, c10::optional<c10::string_view>) {
+  no_cuda_kernel("attention_backward", "cuda." + std::string(kernel.data(), kernel.size()));
+}
+
+#endif
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> double_backward_cuda(
+    const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+    const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>&, c10::string_view,
+    c10::optional<double>, c10::string_view kernel, c10::optional<c10::string_view>) {
+  no_cuda_kernel("attention_double_backward", "cuda." + std::string(kernel.data(), kernel.size()));
+}
+
+}  // namespace fc::kernels::pt::ops
