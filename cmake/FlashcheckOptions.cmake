@@ -70,6 +70,24 @@ if(NOT FLASHCHECK_TORCH STREQUAL "OFF")
   set(CMAKE_CUDA_FLAGS "${flashcheck_cuda_flags}")
   if(Torch_FOUND)
     set(FLASHCHECK_HAVE_TORCH ON)
+    # libtorch uses the shared libstdc++. A g++ whose own library folder holds only libstdc++.a links
+    # it statically (seen on the GPU machine: /opt/gcc/lib/gcc/x86_64-linux-gnu/13/libstdc++.a), which
+    # puts a second C++ runtime into every process that loads libtorch: streams and allocations of one
+    # used by the other ("free(): invalid pointer" at exit; a segfault formatting an error message in the
+    # PyTorch extension). Link the system's shared libstdc++ first, so the static one supplies nothing.
+    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so
+                    OUTPUT_VARIABLE flashcheck_libstdcxx_so OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    if(NOT IS_ABSOLUTE "${flashcheck_libstdcxx_so}")
+      find_library(FLASHCHECK_SHARED_LIBSTDCXX NAMES libstdc++.so.6
+                   PATHS /usr/lib/x86_64-linux-gnu /lib/x86_64-linux-gnu /usr/lib64 NO_DEFAULT_PATH)
+      if(FLASHCHECK_SHARED_LIBSTDCXX)
+        message(STATUS "flashcheck: ${CMAKE_CXX_COMPILER} links libstdc++ statically; linking ${FLASHCHECK_SHARED_LIBSTDCXX} as libtorch does")
+        link_libraries(${FLASHCHECK_SHARED_LIBSTDCXX})
+      else()
+        message(WARNING "${CMAKE_CXX_COMPILER} links libstdc++ statically and no shared libstdc++.so.6 was found: "
+                        "programs that load libtorch will carry two C++ runtimes")
+      endif()
+    endif()
   elseif(FLASHCHECK_TORCH STREQUAL "ON")
     message(FATAL_ERROR "FLASHCHECK_TORCH=ON but libtorch was not found (add its prefix to CMAKE_PREFIX_PATH)")
   endif()
