@@ -32,6 +32,9 @@ _KNOWN = {
     "hog.2pass": "#ff9896",
     "attnres": "#9467bd",
     "math": "#17becf",
+    "sdpa.flash": "#e377c2",
+    "sdpa.efficient": "#bcbd22",
+    "sdpa.cudnn": "#393b79",
 }
 _PALETTE = plt.get_cmap("tab20").colors
 

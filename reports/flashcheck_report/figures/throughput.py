@@ -36,7 +36,7 @@ def draw(records, out_dir):
             ax.set_ylabel(f"{op} TFLOP/s")
             ax.set_title(f"{op}, {dtype}, d = {d}, {mask}", fontsize=10)
             ax.set_ylim(bottom=0)
-            finish_panel(ax, legend_loc="lower right")
+            finish_panel(ax, legend_loc="best")
     device = next((r.get("device") for r in records), "")
     title = f"Attention throughput ({device})"
     fig.suptitle(title, fontsize=12)
