@@ -12,15 +12,6 @@
 namespace fc::kernels {
 namespace {
 
-template <class Fn>
-void for_each_element(const TensorView& t, Fn&& fn) {
-  std::int64_t linear = 0;
-  for (std::int64_t b = 0; b < t.shape[0]; ++b)
-    for (std::int64_t h = 0; h < t.shape[1]; ++h)
-      for (std::int64_t n = 0; n < t.shape[2]; ++n)
-        for (std::int64_t c = 0; c < t.shape[3]; ++c) fn(linear++, t.offset(b, h, n, c), b, h, n, c);
-}
-
 double load(const TensorView& t, std::int64_t offset) {
   switch (t.format) {
     case Format::fp64: return static_cast<const double*>(t.data)[offset];

@@ -13,6 +13,17 @@
 
 namespace fc::kernels {
 
+// Calls fn(logical index, element offset, b, h, n, c) for every element of t in logical [B, H, N, D]
+// order (the order of the contiguous arrays below).
+template <class Fn>
+void for_each_element(const TensorView& t, Fn&& fn) {
+  std::int64_t linear = 0;
+  for (std::int64_t b = 0; b < t.shape[0]; ++b)
+    for (std::int64_t h = 0; h < t.shape[1]; ++h)
+      for (std::int64_t n = 0; n < t.shape[2]; ++n)
+        for (std::int64_t c = 0; c < t.shape[3]; ++c) fn(linear++, t.offset(b, h, n, c), b, h, n, c);
+}
+
 // Contiguous [B, H, N, D] copy. Widening to double is exact for every format; to float it is exact
 // for fp32 and narrower, and rounds fp64 to nearest.
 std::vector<double> read_as_double(const TensorView& t);

@@ -12,6 +12,7 @@
 #include "kernels/cuda/device_fill.hpp"
 #include "kernels/cuda/device_memory.hpp"
 #include "kernels/cuda/fa2_kernels.hpp"
+#include "kernels/cuda/shape_params.hpp"
 #include "kernels/tensor_io.hpp"
 
 namespace fc::kernels::cuda {
@@ -19,15 +20,6 @@ namespace fc::kernels::cuda {
 std::string device_name();
 
 namespace {
-
-CausalMask causal_of(Mask m) {
-  switch (m) {
-    case Mask::none: return CausalMask::none;
-    case Mask::causal_top_left: return CausalMask::top_left;
-    case Mask::causal_bottom_right: return CausalMask::bottom_right;
-  }
-  return CausalMask::none;
-}
 
 // The policy the kernels implement: one 16-bit storage format t for Q, K, V, O, dO and the gradients,
 // fp32 statistics and accumulation.
@@ -40,15 +32,6 @@ StorageType require_kernel_policy(const SubjectInfo& info, const PrecisionPolicy
   }
   if (policy.format(Role::stats) != Format::fp32) throw SubjectError(info.name + ": keeps statistics in fp32");
   return t == Format::bf16 ? StorageType::bf16 : StorageType::fp16;
-}
-
-AttentionShapeParams shape_of(const AttentionCall& c) {
-  AttentionShapeParams s;
-  s.batch = c.shape.batch, s.heads_q = c.shape.heads_q, s.heads_kv = c.shape.heads_kv;
-  s.seq_q = c.shape.seq_q, s.seq_k = c.shape.seq_k, s.head_dim = c.shape.head_dim;
-  s.mask = causal_of(c.mask);
-  s.scale = static_cast<float>(c.scale);
-  return s;
 }
 
 class CudaFa2 final : public Subject {
@@ -94,7 +77,7 @@ class CudaFa2 final : public Subject {
     DeviceInput q = to_device(c.q, who, "Q"), k = to_device(c.k, who, "K"), v = to_device(c.v, who, "V");
     if (op == Op::fwd) {
       ForwardParams p;
-      p.shape = shape_of(c), p.type = type, p.tile = forward_tile();
+      p.shape = shape_params(c.shape, c.mask, c.scale), p.type = type, p.tile = forward_tile();
       p.q = q.view, p.k = k.view, p.v = v.view;
       DeviceOutput o = device_output(c.out_o, who, "O");
       DeviceBuffer lse(static_cast<std::size_t>(c.shape.batch) * c.shape.heads_q * c.shape.seq_q * sizeof(float), who, "L");
@@ -110,7 +93,7 @@ class CudaFa2 final : public Subject {
       return;
     }
     BackwardParams p;
-    p.shape = shape_of(c), p.type = type;
+    p.shape = shape_params(c.shape, c.mask, c.scale), p.type = type;
     p.q = q.view, p.k = k.view, p.v = v.view;
     DeviceInput o = to_device(c.o, who, "O"), dout = to_device(c.dout, who, "dO");
     p.o = o.view, p.dout = dout.view;
@@ -128,12 +111,10 @@ class CudaFa2 final : public Subject {
 
   std::optional<Timing> time(const TimingRequest& r) override {
     const std::string& who = info_.name;
-    AttentionCall shape_only;
-    shape_only.shape = r.shape, shape_only.mask = r.mask, shape_only.scale = r.scale;
-    shape_only.policy = PrecisionPolicy::uniform(r.format);
+    const PrecisionPolicy policy = PrecisionPolicy::uniform(r.format);
     validate_problem(info_, r.op, r.shape, r.mask, r.scale);
-    validate_policy(info_, shape_only.policy);
-    const StorageType type = require_kernel_policy(info_, shape_only.policy);
+    validate_policy(info_, policy);
+    const StorageType type = require_kernel_policy(info_, policy);
     const AttentionShape& sh = r.shape;
     const std::size_t nq = static_cast<std::size_t>(sh.batch) * sh.heads_q * sh.seq_q * sh.head_dim;
     const std::size_t nk = static_cast<std::size_t>(sh.batch) * sh.heads_kv * sh.seq_k * sh.head_dim;
@@ -149,9 +130,8 @@ class CudaFa2 final : public Subject {
       const Strided s = contiguous(b, heads, n);
       return StridedOut{b.get(), s.batch, s.head, s.row};
     };
-    AttentionCall c = shape_only;
     ForwardParams f;
-    f.shape = shape_of(c), f.type = type, f.tile = forward_tile();
+    f.shape = shape_params(r.shape, r.mask, r.scale), f.type = type, f.tile = forward_tile();
     f.q = contiguous(q, sh.heads_q, sh.seq_q), f.k = contiguous(k, sh.heads_kv, sh.seq_k), f.v = contiguous(v, sh.heads_kv, sh.seq_k);
     f.o = contiguous_out(o, sh.heads_q, sh.seq_q), f.lse = static_cast<float*>(lse.get());
     Timing timing;

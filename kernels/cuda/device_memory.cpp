@@ -7,6 +7,7 @@
 #include <sstream>
 #include <vector>
 
+#include "kernels/tensor_io.hpp"
 #include "precision/format.hpp"
 
 namespace fc::kernels::cuda {
@@ -56,16 +57,6 @@ namespace {
 
 std::size_t element_bytes(Format f) { return static_cast<std::size_t>(format_info(f).bits / 8); }
 
-// Calls f(logical index, element offset) for every element of t in logical [B, H, N, D] order.
-template <class F>
-void for_each(const TensorView& t, F&& f) {
-  std::int64_t i = 0;
-  for (std::int64_t b = 0; b < t.shape[0]; ++b)
-    for (std::int64_t h = 0; h < t.shape[1]; ++h)
-      for (std::int64_t n = 0; n < t.shape[2]; ++n)
-        for (std::int64_t c = 0; c < t.shape[3]; ++c) f(i++, t.offset(b, h, n, c));
-}
-
 }  // namespace
 
 DeviceInput to_device(const TensorView& t, const std::string& who, const std::string& what) {
@@ -87,7 +78,7 @@ DeviceInput to_device(const TensorView& t, const std::string& who, const std::st
   }
   std::vector<unsigned char> packed(static_cast<std::size_t>(t.elements()) * eb);
   const auto* src = static_cast<const unsigned char*>(t.data);
-  for_each(t, [&](std::int64_t i, std::int64_t off) { std::memcpy(&packed[i * eb], src + off * eb, eb); });
+  for_each_element(t, [&](std::int64_t i, std::int64_t off, auto...) { std::memcpy(&packed[i * eb], src + off * eb, eb); });
   d.buffer = DeviceBuffer(packed.size(), who, what);
   check_cuda(cudaMemcpy(d.buffer.get(), packed.data(), packed.size(), cudaMemcpyHostToDevice), who, "copying " + what);
   d.view = {d.buffer.get(), t.shape[1] * t.shape[2] * t.shape[3], t.shape[2] * t.shape[3], t.shape[3]};
@@ -108,7 +99,7 @@ void to_host(const DeviceOutput& d, const TensorView& t, const std::string& who,
   std::vector<unsigned char> packed(static_cast<std::size_t>(t.elements()) * eb);
   check_cuda(cudaMemcpy(packed.data(), d.buffer.get(), packed.size(), cudaMemcpyDeviceToHost), who, "copying back " + what);
   auto* dst = static_cast<unsigned char*>(t.data);
-  for_each(t, [&](std::int64_t i, std::int64_t off) { std::memcpy(dst + off * eb, &packed[i * eb], eb); });
+  for_each_element(t, [&](std::int64_t i, std::int64_t off, auto...) { std::memcpy(dst + off * eb, &packed[i * eb], eb); });
 }
 
 }  // namespace fc::kernels::cuda

@@ -15,16 +15,6 @@
 namespace fc::kernels::pt {
 namespace {
 
-// Writes a result into a caller's output (zeros where autograd found no dependence).
-void store(const TensorView& out, const at::Tensor& value) {
-  at::Tensor target = tensor_of(out);
-  if (value.defined()) {
-    target.copy_(value.detach().reshape(target.sizes()));
-  } else {
-    target.zero_();
-  }
-}
-
 // Inputs as leaves of a fresh graph (copies: autograd never writes into the caller's buffers).
 at::Tensor leaf(const TensorView& t, bool requires_grad) { return tensor_of(t).clone().requires_grad_(requires_grad); }
 

@@ -76,15 +76,6 @@ at::Tensor to_device(const TensorView& t, bool requires_grad) {
   return tensor_of(t).to(at::kCUDA).contiguous().requires_grad_(requires_grad);
 }
 
-void store(const TensorView& out, const at::Tensor& value) {
-  at::Tensor target = tensor_of(out);
-  if (value.defined()) {
-    target.copy_(value.detach().to(at::kCPU));
-  } else {
-    target.zero_();
-  }
-}
-
 class SdpaSubject final : public Subject {
  public:
   SdpaSubject(Backend backend, std::string name, std::string description) : backend_(backend) {

@@ -62,6 +62,15 @@ at::Tensor tensor_of(const TensorView& v) {
                        at::TensorOptions().dtype(dtype_of(v.format)).device(at::kCPU));
 }
 
+void store(const TensorView& out, const at::Tensor& value) {
+  at::Tensor target = tensor_of(out);
+  if (value.defined()) {
+    target.copy_(value.detach().reshape(target.sizes()));
+  } else {
+    target.zero_();
+  }
+}
+
 }  // namespace fc::kernels::pt
 
 namespace fc::kernels::pt {

@@ -23,6 +23,9 @@ TensorView view_with_trailing_unit(const at::Tensor& t);
 
 // A tensor over a view's memory (no copy; on the CPU). The view's memory must outlive it.
 at::Tensor tensor_of(const TensorView& v);
+// Writes a result (on any device, in the view's element count) into a caller's host output, converted
+// to its dtype; an undefined result (autograd found no dependence) writes zeros.
+void store(const TensorView& out, const at::Tensor& value);
 
 }  // namespace fc::kernels::pt
 

@@ -19,6 +19,7 @@
 #include <stdexcept>
 
 #include "kernels/cuda/fa2_kernels.hpp"
+#include "kernels/cuda/shape_params.hpp"
 #define FLASHCHECK_TORCH_CUDA_KERNELS 1
 #else
 #define FLASHCHECK_TORCH_CUDA_KERNELS 0
@@ -58,17 +59,6 @@ at::Tensor kernel_ready(const at::Tensor& t) {
 cuda::Strided strided(const at::Tensor& t) { return {t.data_ptr(), t.stride(0), t.stride(1), t.stride(2)}; }
 cuda::StridedOut strided_out(at::Tensor& t) { return {t.data_ptr(), t.stride(0), t.stride(1), t.stride(2)}; }
 
-cuda::AttentionShapeParams shape_params(const Problem& p) {
-  cuda::AttentionShapeParams s;
-  s.batch = p.shape.batch, s.heads_q = p.shape.heads_q, s.heads_kv = p.shape.heads_kv;
-  s.seq_q = p.shape.seq_q, s.seq_k = p.shape.seq_k, s.head_dim = p.shape.head_dim;
-  s.mask = p.mask == Mask::none ? cuda::CausalMask::none
-           : p.mask == Mask::causal_top_left ? cuda::CausalMask::top_left
-                                             : cuda::CausalMask::bottom_right;
-  s.scale = static_cast<float>(p.scale);
-  return s;
-}
-
 cudaStream_t current_stream(const at::Tensor& t) {
   const c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
   return static_cast<cudaStream_t>(guard.getStream(t.device()).native_handle());
@@ -97,7 +87,7 @@ std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor& q, const at::T
   at::Tensor o = at::empty({s.batch, s.heads_q, s.seq_q, s.head_dim_v}, q.options());
   at::Tensor lse = at::empty({s.batch, s.heads_q, s.seq_q}, q.options().dtype(at::kFloat));
   cuda::ForwardParams f;
-  f.shape = shape_params(p), f.type = type;
+  f.shape = cuda::shape_params(p.shape, p.mask, p.scale), f.type = type;
   f.q = strided(qr), f.k = strided(kr), f.v = strided(vr), f.o = strided_out(o), f.lse = lse.data_ptr<float>();
   f.rounding = {p.policy.rounding == Rounding::stochastic, p.policy.seed}, f.o_stream = p.policy.stream(Role::o).stream;
   launch(op, [&] { cuda::fa2_forward(f, current_stream(q)); });
@@ -119,7 +109,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor& q
   at::Tensor dq = at::empty(q.sizes(), q.options()), dk = at::empty(k.sizes(), k.options()), dv = at::empty(v.sizes(), v.options());
   at::Tensor delta = at::empty(l.sizes(), l.options());
   cuda::BackwardParams b;
-  b.shape = shape_params(p), b.type = type;
+  b.shape = cuda::shape_params(p.shape, p.mask, p.scale), b.type = type;
   b.q = strided(qr), b.k = strided(kr), b.v = strided(vr), b.o = strided(or_), b.dout = strided(gr);
   b.lse = l.data_ptr<float>(), b.delta = delta.data_ptr<float>();
   b.dq = strided_out(dq), b.dk = strided_out(dk), b.dv = strided_out(dv);
