@@ -51,6 +51,7 @@ struct ForwardParams {
   float* lse = nullptr;  // [B, Hq, Nq] contiguous, fp32, natural log (-inf for a row with no visible key)
   OutputRounding rounding;
   std::uint32_t o_stream = 0;  // Philox stream of O (PrecisionPolicy::stream(Role::o))
+  float* row_state = nullptr;  // workspace [2, B, Hq, Nq] fp32, cuda.fa1's running m and l (unused by fa2)
 };
 
 struct BackwardParams {
@@ -60,8 +61,8 @@ struct BackwardParams {
   const float* lse = nullptr;  // [B, Hq, Nq] contiguous fp32, as the forward wrote it
   StridedOut dq, dk, dv;
   float* delta = nullptr;      // workspace [B, Hq, Nq]: D = rowsum(dO o O)
-  float* dq_accum = nullptr;   // workspace [B, Hq, Nq, d] fp32, the fast mode's atomic dQ sum
-  bool deterministic = true;   // dQ by its own query-tiled pass (no atomics) rather than atomics
+  float* dq_accum = nullptr;   // workspace [B, Hq, Nq, d] fp32: the dQ sum of fa2's fast mode and of fa1
+  bool deterministic = true;   // fa2: dQ by its own query-tiled pass (no atomics) rather than atomics
   OutputRounding rounding;
   std::uint32_t grad_stream = 0;  // Philox stream of the gradients (PrecisionPolicy::stream(Role::grad))
 };

@@ -1,7 +1,9 @@
-// cuda.fa2 as a harness subject: the call's host tensors go to the device (device_memory.hpp), the
-// kernels run (fa2_kernels.hpp), the outputs come back. The policy must store every tensor in one
-// 16-bit format with fp32 statistics and accumulation (what the kernels are built for); outputs are
-// rounded to nearest or stochastically with the CPU backends' Philox words.
+// The CUDA attention kernels as harness subjects (cuda.fa1, cuda.fa2): the call's host tensors go to
+// the device (device_memory.hpp), the kernels run (fa1_kernels.hpp, fa2_kernels.hpp), the outputs come
+// back. The policy must store every tensor in one 16-bit format with fp32 statistics and accumulation
+// (what the kernels are built for); outputs are rounded to nearest or stochastically with the CPU
+// backends' Philox words. CudaAttentionSubject holds what every family shares (transfers, workspaces,
+// timing); a family is its kernels, its options and its SubjectInfo.
 #include "kernels/cuda/cuda_subjects.hpp"
 
 #include <cuda_runtime.h>
@@ -11,6 +13,7 @@
 
 #include "kernels/cuda/device_fill.hpp"
 #include "kernels/cuda/device_memory.hpp"
+#include "kernels/cuda/fa1_kernels.hpp"
 #include "kernels/cuda/fa2_kernels.hpp"
 #include "kernels/cuda/shape_params.hpp"
 #include "kernels/tensor_io.hpp"
@@ -34,37 +37,9 @@ StorageType require_kernel_policy(const SubjectInfo& info, const PrecisionPolicy
   return t == Format::bf16 ? StorageType::bf16 : StorageType::fp16;
 }
 
-class CudaFa2 final : public Subject {
+// What a family of attention kernels provides; CudaAttentionSubject does the rest.
+class CudaAttentionSubject : public Subject {
  public:
-  CudaFa2() {
-    info_.name = "cuda.fa2";
-    info_.description =
-        "FlashAttention-2 on tensor cores (mma.sync m16n8k16, ldmatrix, cp.async): fwd with the online softmax; bwd "
-        "deterministic (a key-tiled dK/dV kernel and a query-tiled dQ kernel, no atomics)";
-    info_.family = Family::attention;
-    info_.ops = {Op::fwd, Op::bwd};
-    info_.formats = {Format::bf16, Format::fp16};
-    info_.accumulate_formats = {Format::fp32};
-    info_.head_dims = {64, 128};
-    info_.max_head_dim = 128;
-    info_.masks = {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right};
-    info_.separate_dv = false;
-    info_.stochastic_rounding = true;
-    info_.deterministic = true;
-    info_.host_allocations_counted = false;  // device memory
-    info_.device = device_name();
-    info_.options = {{"fwd_tile", "auto",
-                      "forward tile: 64x64, 128x64, 128x32 (4 warps), 128x64w8 (8 warps), or auto (128x64: the fastest measured at "
-                      "d = 64 and 128, kernels/cuda/NOTES.md)"}};
-  }
-
-  void set_option(const std::string& name, const std::string& value) override {
-    if (name != "fwd_tile") throw SubjectError(info_.name + ": no option " + name + " (fwd_tile)");
-    if (value != "auto" && value != "64x64" && value != "128x64" && value != "128x32" && value != "128x64w8") {
-      throw SubjectError(info_.name + ": fwd_tile=" + value + ": one of auto, 64x64, 128x64, 128x32, 128x64w8");
-    }
-    info_.options[0].value = value;
-  }
   const SubjectInfo& info() const override { return info_; }
 
   void run(Op op, const AttentionCall& c) override {
@@ -74,19 +49,21 @@ class CudaFa2 final : public Subject {
     if (op == Op::bwd) require_finite(c.dout, info_.name, "dO");
     const std::string& who = info_.name;
     const OutputRounding rounding{c.policy.rounding == Rounding::stochastic, c.policy.seed};
+    const std::size_t rows = static_cast<std::size_t>(c.shape.batch) * c.shape.heads_q * c.shape.seq_q;
     DeviceInput q = to_device(c.q, who, "Q"), k = to_device(c.k, who, "K"), v = to_device(c.v, who, "V");
     if (op == Op::fwd) {
       ForwardParams p;
-      p.shape = shape_params(c.shape, c.mask, c.scale), p.type = type, p.tile = forward_tile();
+      p.shape = shape_params(c.shape, c.mask, c.scale), p.type = type;
       p.q = q.view, p.k = k.view, p.v = v.view;
       DeviceOutput o = device_output(c.out_o, who, "O");
-      DeviceBuffer lse(static_cast<std::size_t>(c.shape.batch) * c.shape.heads_q * c.shape.seq_q * sizeof(float), who, "L");
+      DeviceBuffer lse(rows * sizeof(float), who, "L");
+      const Workspace ws = forward_workspace(p, rows);
       p.o = o.view, p.lse = static_cast<float*>(lse.get());
       p.rounding = rounding, p.o_stream = c.policy.stream(Role::o).stream;
-      launch(who, "forward", [&] { fa2_forward(p, nullptr); });
+      launch(who, "forward", [&] { forward(p, nullptr); });
       to_host(o, c.out_o, who, "O");
       if (!c.out_lse.empty()) {
-        std::vector<float> l(static_cast<std::size_t>(c.shape.batch) * c.shape.heads_q * c.shape.seq_q);
+        std::vector<float> l(rows);
         check_cuda(cudaMemcpy(l.data(), lse.get(), l.size() * sizeof(float), cudaMemcpyDeviceToHost), who, "copying back L");
         write_from(c.out_lse, std::span<const float>(l), Rounding::nearest_even);
       }
@@ -98,14 +75,14 @@ class CudaFa2 final : public Subject {
     DeviceInput o = to_device(c.o, who, "O"), dout = to_device(c.dout, who, "dO");
     p.o = o.view, p.dout = dout.view;
     const std::vector<float> l = read_as_float(c.lse);  // [B, Hq, Nq, 1] -> contiguous
-    DeviceBuffer lse(l.size() * sizeof(float), who, "L"), delta(l.size() * sizeof(float), who, "D");
+    DeviceBuffer lse(l.size() * sizeof(float), who, "L");
     check_cuda(cudaMemcpy(lse.get(), l.data(), l.size() * sizeof(float), cudaMemcpyHostToDevice), who, "copying L");
-    p.lse = static_cast<const float*>(lse.get()), p.delta = static_cast<float*>(delta.get());
+    p.lse = static_cast<const float*>(lse.get());
+    const Workspace ws = backward_workspace(p, rows);
     DeviceOutput dq = device_output(c.dq, who, "dQ"), dk = device_output(c.dk, who, "dK"), dv = device_output(c.dv, who, "dV");
     p.dq = dq.view, p.dk = dk.view, p.dv = dv.view;
-    p.deterministic = true;
     p.rounding = rounding, p.grad_stream = c.policy.stream(Role::grad).stream;
-    launch(who, "backward", [&] { fa2_backward(p, nullptr); });
+    launch(who, "backward", [&] { backward(p, nullptr); });
     to_host(dq, c.dq, who, "dQ"), to_host(dk, c.dk, who, "dK"), to_host(dv, c.dv, who, "dV");
   }
 
@@ -131,38 +108,90 @@ class CudaFa2 final : public Subject {
       return StridedOut{b.get(), s.batch, s.head, s.row};
     };
     ForwardParams f;
-    f.shape = shape_params(r.shape, r.mask, r.scale), f.type = type, f.tile = forward_tile();
+    f.shape = shape_params(r.shape, r.mask, r.scale), f.type = type;
     f.q = contiguous(q, sh.heads_q, sh.seq_q), f.k = contiguous(k, sh.heads_kv, sh.seq_k), f.v = contiguous(v, sh.heads_kv, sh.seq_k);
     f.o = contiguous_out(o, sh.heads_q, sh.seq_q), f.lse = static_cast<float*>(lse.get());
+    const Workspace fws = forward_workspace(f, rows);
     Timing timing;
-    timing.device_bytes = static_cast<double>(q.bytes() + k.bytes() + v.bytes() + o.bytes() + lse.bytes());
+    timing.device_bytes = static_cast<double>(q.bytes() + k.bytes() + v.bytes() + o.bytes() + lse.bytes() + fws.bytes());
     if (r.op == Op::fwd) {
-      timing.milliseconds = timed(who, r, [&] { fa2_forward(f, nullptr); });
+      timing.milliseconds = timed(who, r, [&] { forward(f, nullptr); });
       return timing;
     }
-    launch(who, "forward", [&] { fa2_forward(f, nullptr); });
-    DeviceBuffer dout(nq * 2, who, "dO"), dq(nq * 2, who, "dQ"), dk(nk * 2, who, "dK"), dv(nk * 2, who, "dV"), delta(rows * 4, who, "D");
+    launch(who, "forward", [&] { forward(f, nullptr); });
+    DeviceBuffer dout(nq * 2, who, "dO"), dq(nq * 2, who, "dQ"), dk(nk * 2, who, "dK"), dv(nk * 2, who, "dV");
     launch(who, "filling dO", [&] { fill_normal(dout.get(), nq, type, r.seed, 4); });
     BackwardParams b;
     b.shape = f.shape, b.type = type, b.q = f.q, b.k = f.k, b.v = f.v, b.o = contiguous(o, sh.heads_q, sh.seq_q);
-    b.dout = contiguous(dout, sh.heads_q, sh.seq_q), b.lse = f.lse, b.delta = static_cast<float*>(delta.get());
+    b.dout = contiguous(dout, sh.heads_q, sh.seq_q), b.lse = f.lse;
+    const Workspace bws = backward_workspace(b, rows);
     b.dq = contiguous_out(dq, sh.heads_q, sh.seq_q), b.dk = contiguous_out(dk, sh.heads_kv, sh.seq_k);
     b.dv = contiguous_out(dv, sh.heads_kv, sh.seq_k);
-    timing.device_bytes += static_cast<double>(dout.bytes() + dq.bytes() + dk.bytes() + dv.bytes() + delta.bytes());
-    timing.milliseconds = timed(who, r, [&] { fa2_backward(b, nullptr); });
+    timing.device_bytes += static_cast<double>(dout.bytes() + dq.bytes() + dk.bytes() + dv.bytes() + bws.bytes());
+    timing.milliseconds = timed(who, r, [&] { backward(b, nullptr); });
     return timing;
   }
 
- private:
-  ForwardTile forward_tile() const {
-    const std::string& v = info_.options[0].value;
-    if (v == "64x64") return ForwardTile::m64n64w4;
-    if (v == "128x64") return ForwardTile::m128n64w4;
-    if (v == "128x32") return ForwardTile::m128n32w4;
-    if (v == "128x64w8") return ForwardTile::m128n64w8;
-    return ForwardTile::m128n64w4;  // auto: measured fastest at d = 64 and 128 (NOTES.md, version 3)
+ protected:
+  // A family's kernels.
+  virtual void forward(const ForwardParams& p, cudaStream_t stream) = 0;
+  virtual void backward(const BackwardParams& p, cudaStream_t stream) = 0;
+  // Whether its forward keeps per-row running statistics in global memory (FA1) and its backward an
+  // fp32 dQ accumulator (FA1; FA2's fast mode).
+  virtual bool needs_row_state() const { return false; }
+  virtual bool needs_dq_accum() const { return false; }
+  // Sets a family's own parameters (tile shape, backward mode) on the params.
+  virtual void configure(ForwardParams&) const {}
+  virtual void configure(BackwardParams&) const {}
+
+  // The device workspaces of one call, freed with it.
+  struct Workspace {
+    DeviceBuffer row_state, delta, dq_accum;
+    std::size_t bytes() const { return row_state.bytes() + delta.bytes() + dq_accum.bytes(); }
+  };
+  Workspace forward_workspace(ForwardParams& p, std::size_t rows) const {
+    Workspace w;
+    configure(p);
+    if (needs_row_state()) {
+      w.row_state = DeviceBuffer(2 * rows * sizeof(float), info_.name, "the running m and l");
+      p.row_state = static_cast<float*>(w.row_state.get());
+    }
+    return w;
+  }
+  Workspace backward_workspace(BackwardParams& p, std::size_t rows) const {
+    Workspace w;
+    configure(p);
+    w.delta = DeviceBuffer(rows * sizeof(float), info_.name, "D");
+    p.delta = static_cast<float*>(w.delta.get());
+    if (needs_dq_accum()) {
+      w.dq_accum = DeviceBuffer(rows * p.shape.head_dim * sizeof(float), info_.name, "the fp32 dQ accumulator");
+      p.dq_accum = static_cast<float*>(w.dq_accum.get());
+    }
+    return w;
   }
 
+  // SubjectInfo fields every CUDA attention family shares.
+  static SubjectInfo common_info(const std::string& name, const std::string& description) {
+    SubjectInfo info;
+    info.name = name, info.description = description;
+    info.family = Family::attention;
+    info.ops = {Op::fwd, Op::bwd};
+    info.formats = {Format::bf16, Format::fp16};
+    info.accumulate_formats = {Format::fp32};
+    info.head_dims = {64, 128};
+    info.max_head_dim = 128;
+    info.masks = {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right};
+    info.separate_dv = false;
+    info.stochastic_rounding = true;
+    info.deterministic = true;
+    info.host_allocations_counted = false;  // device memory
+    info.device = device_name();
+    return info;
+  }
+
+  SubjectInfo info_;
+
+ private:
   // Device-event times of `run`, after r.warmup untimed runs.
   template <class F>
   static std::vector<double> timed(const std::string& who, const TimingRequest& r, F&& run) {
@@ -199,8 +228,64 @@ class CudaFa2 final : public Subject {
     }
     check_cuda(cudaDeviceSynchronize(), who, std::string(what) + " kernels");
   }
+};
 
-  SubjectInfo info_;
+// cuda.fa2 (deterministic backward) and cuda.fa2.fast (FA2's fast backward: dQ by atomics).
+class CudaFa2 final : public CudaAttentionSubject {
+ public:
+  explicit CudaFa2(bool fast_backward) {
+    info_ = common_info(fast_backward ? "cuda.fa2.fast" : "cuda.fa2",
+                        fast_backward ? "FlashAttention-2 on tensor cores, FA2's fast backward: the dK/dV kernel also adds each step's dQ "
+                                        "partial to an fp32 accumulator with atomics (5 products instead of 7; not bitwise "
+                                        "reproducible); the forward is cuda.fa2's"
+                                      : "FlashAttention-2 on tensor cores (mma.sync m16n8k16, ldmatrix, cp.async): fwd with the online "
+                                        "softmax; bwd deterministic (a key-tiled dK/dV kernel and a query-tiled dQ kernel, no atomics)");
+    info_.deterministic = !fast_backward;
+    info_.options = {{"fwd_tile", "auto",
+                      "forward tile: 64x64, 128x64, 128x32 (4 warps), 128x64w8 (8 warps), or auto (128x64: the fastest measured at "
+                      "d = 64 and 128, kernels/cuda/NOTES.md)"}};
+  }
+
+  void set_option(const std::string& name, const std::string& value) override {
+    if (name != "fwd_tile") throw SubjectError(info_.name + ": no option " + name + " (fwd_tile)");
+    if (value != "auto" && value != "64x64" && value != "128x64" && value != "128x32" && value != "128x64w8") {
+      throw SubjectError(info_.name + ": fwd_tile=" + value + ": one of auto, 64x64, 128x64, 128x32, 128x64w8");
+    }
+    info_.options[0].value = value;
+  }
+
+ protected:
+  void forward(const ForwardParams& p, cudaStream_t stream) override { fa2_forward(p, stream); }
+  void backward(const BackwardParams& p, cudaStream_t stream) override { fa2_backward(p, stream); }
+  bool needs_dq_accum() const override { return !info_.deterministic; }
+  void configure(ForwardParams& p) const override { p.tile = forward_tile(); }
+  void configure(BackwardParams& p) const override { p.deterministic = info_.deterministic; }
+
+ private:
+  ForwardTile forward_tile() const {
+    const std::string& v = info_.options[0].value;
+    if (v == "64x64") return ForwardTile::m64n64w4;
+    if (v == "128x64") return ForwardTile::m128n64w4;
+    if (v == "128x32") return ForwardTile::m128n32w4;
+    if (v == "128x64w8") return ForwardTile::m128n64w8;
+    return ForwardTile::m128n64w4;  // auto: measured fastest at d = 64 and 128 (NOTES.md, version 3)
+  }
+};
+
+class CudaFa1 final : public CudaAttentionSubject {
+ public:
+  CudaFa1() {
+    info_ = common_info("cuda.fa1",
+                        "FlashAttention v1 on tensor cores (mma.sync m16n8k16): key/value tiles outer, O kept normalised in the "
+                        "storage format and rewritten per key tile of 64 (cpu.fa1's rounding points); bwd per Algorithm 4, one block "
+                        "per kv head walking the key tiles in order, dQ in an fp32 accumulator (deterministic)");
+  }
+
+ protected:
+  void forward(const ForwardParams& p, cudaStream_t stream) override { fa1_forward(p, stream); }
+  void backward(const BackwardParams& p, cudaStream_t stream) override { fa1_backward(p, stream); }
+  bool needs_row_state() const override { return true; }
+  bool needs_dq_accum() const override { return true; }
 };
 
 }  // namespace
@@ -218,7 +303,9 @@ std::string device_name() {
 std::vector<std::unique_ptr<Subject>> make_cuda_subjects() {
   std::vector<std::unique_ptr<Subject>> subjects;
   if (!device_unavailable_reason().empty()) return subjects;
-  subjects.push_back(std::make_unique<CudaFa2>());
+  subjects.push_back(std::make_unique<CudaFa1>());
+  subjects.push_back(std::make_unique<CudaFa2>(false));
+  subjects.push_back(std::make_unique<CudaFa2>(true));
   return subjects;
 }
 

@@ -1,6 +1,8 @@
 // The CUDA kernels as harness subjects (builtin_subjects.cpp lists them when flashcheck is built with
 // CUDA and a device is present):
-//   cuda.fa2   FlashAttention-2, fwd and bwd (fa2_forward.cuh, fa2_backward.cuh)
+//   cuda.fa1   FlashAttention v1, fwd and bwd (fa1_forward.cuh; its bwd is fa2_backward.cuh's dk_dv in sequential mode)
+//   cuda.fa2   FlashAttention-2, fwd and bwd (fa2_forward.cuh, fa2_backward.cuh), deterministic bwd
+//   cuda.fa2.fast  the same with FA2's fast bwd (dQ by atomics)
 #pragma once
 
 #include <memory>

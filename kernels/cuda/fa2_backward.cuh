@@ -6,6 +6,12 @@
 //   dq        a block owns kBlockM query rows and walks the key tiles they see: S, P, dP = dO V^T, dS,
 //             dQ += dS K; written once, no atomics (the deterministic mode: it recomputes S and dP
 //             instead of adding dQ partials with atomics)
+// and two other ways to get dQ out of the dk_dv pass (DqMode): FA2's fast mode, where each dk_dv step
+// also forms its dQ partial dS K from dS^T staged in shared memory and adds it to an fp32 accumulator
+// with atomics (5 products instead of 7, not bitwise reproducible: the order of the additions varies),
+// and FA1's sequential mode (cuda.fa1), where one block walks every key tile of its kv head in order
+// and adds s dS K_j to the accumulator with plain read-modify-writes (FA1's Algorithm 4, deterministic);
+// dq_convert then rounds the accumulator to the storage format.
 // Rounding points, the same as cpu.fa2's: P = exp2(fma(S, s log2 e, -L log2 e)) in fp32; dS from the
 // fp32 P; P and dS rounded to the storage format (RN) as tensor-core operands; dK = s (dS^T Q) and
 // dQ = s (dS K) scaled in fp32 at the end; every sum in fp32; outputs rounded per the policy.
@@ -38,6 +44,9 @@ __global__ void delta_kernel(const BackwardParams p) {
   }
 }
 
+// How the dk_dv pass delivers dQ (see the top of the file).
+enum class DqMode { separate_pass, atomic, sequential };
+
 template <int D, int kWarps, int kBlockM>
 struct DkDvConfig {
   static constexpr int kBlockN = 16 * kWarps;  // keys per block, 16 per warp
@@ -48,25 +57,92 @@ struct DkDvConfig {
   static constexpr int kMSteps = kBlockM / 16;
   using KVTile = SwizzledTile<kBlockN, D>;
   using QTile = SwizzledTile<kBlockM, D>;
+  // dS^T staged for dQ = dS K (DqMode atomic and sequential): [key][query row], padded rows
+  using DsTile = PaddedTile<kBlockN, kBlockM>;
+  // dQ partial of a step: warp w owns columns [w D / kWarps, (w + 1) D / kWarps) of all kBlockM rows
+  static constexpr int kDqCols = D / kWarps;
+  static constexpr int kDqNBlocks = kDqCols / 8;
+  static constexpr int kDqMTiles = kBlockM / 16;
+  static_assert(kDqNBlocks % 2 == 0, "dQ columns per warp in pairs of n8 blocks");
   static constexpr int kSmemBytes = (2 * kBlockN * D + 2 * kBlockM * D) * 2 + 2 * kBlockM * 4;
+  static constexpr int kSmemBytesWithDs = kSmemBytes + DsTile::kElements * 2;
 };
 
-template <class T, int D, int kWarps, int kBlockM>
-__global__ void __launch_bounds__(32 * kWarps) dk_dv_kernel(const BackwardParams p) {
+// dQ's partial from one dk_dv step, dS K_j for the step's kBlockM query rows, added to the fp32
+// accumulator p.dq_accum ([B, Hq, Nq, D] contiguous): with atomics (fast mode; scaled by s in
+// dq_convert) or, in the sequential mode where this block is the only writer of these rows, as
+// s (dS K_j) by a read-modify-write (cpu.fa1's dq += s dq_tile). A = dS from the staged dS^T
+// (ldmatrix.trans), B = K_j from shared memory ([key][d]).
+template <class T, int D, int kWarps, int kBlockM, DqMode kDq>
+__device__ inline void add_dq_partial(const BackwardParams& p, const T* sDs, const T* sK, std::int64_t stat_row0, int q0) {
+  using Cfg = DkDvConfig<D, kWarps, kBlockM>;
+  using KVTile = typename Cfg::KVTile;
+  using DsTile = typename Cfg::DsTile;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int col0 = warp * Cfg::kDqCols;
+  float acc[Cfg::kDqMTiles][Cfg::kDqNBlocks][4];
+#pragma unroll
+  for (int mt = 0; mt < Cfg::kDqMTiles; ++mt) {
+#pragma unroll
+    for (int nb = 0; nb < Cfg::kDqNBlocks; ++nb) acc[mt][nb][0] = acc[mt][nb][1] = acc[mt][nb][2] = acc[mt][nb][3] = 0.f;
+  }
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
+    uint32_t a[Cfg::kDqMTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < Cfg::kDqMTiles; ++mt) load_a_trans<DsTile>(a[mt], sDs, mt * 16, kk * 16);
+#pragma unroll
+    for (int nb = 0; nb < Cfg::kDqNBlocks; nb += 2) {
+      uint32_t bf[4];
+      load_b_kn<KVTile>(bf, sK, kk * 16, col0 + nb * 8);
+#pragma unroll
+      for (int mt = 0; mt < Cfg::kDqMTiles; ++mt) {
+        mma_16816<T>(acc[mt][nb], a[mt], bf[0], bf[1]);
+        mma_16816<T>(acc[mt][nb + 1], a[mt], bf[2], bf[3]);
+      }
+    }
+  }
+  const float s = p.shape.scale;
+#pragma unroll
+  for (int mt = 0; mt < Cfg::kDqMTiles; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = q0 + mt * 16 + g + 8 * r;
+      if (row >= p.shape.seq_q) continue;
+      float* dst = p.dq_accum + (stat_row0 + row) * D + col0 + 2 * t;
+#pragma unroll
+      for (int nb = 0; nb < Cfg::kDqNBlocks; ++nb) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          if constexpr (kDq == DqMode::atomic) {
+            atomicAdd(dst + nb * 8 + c, acc[mt][nb][2 * r + c]);
+          } else {
+            dst[nb * 8 + c] += s * acc[mt][nb][2 * r + c];
+          }
+        }
+      }
+    }
+  }
+}
+
+template <class T, int D, int kWarps, int kBlockM, DqMode kDq>
+__device__ inline void dk_dv_key_tile(const BackwardParams& p, int n_tile, int hk, int b, unsigned char* smem_bytes) {
   using Cfg = DkDvConfig<D, kWarps, kBlockM>;
   using KVTile = typename Cfg::KVTile;
   using QTile = typename Cfg::QTile;
+  using DsTile = typename Cfg::DsTile;
   constexpr int kBlockN = Cfg::kBlockN;
-  extern __shared__ __align__(128) unsigned char smem_bytes[];
+  constexpr bool kDqHere = kDq != DqMode::separate_pass;
   T* sK = reinterpret_cast<T*>(smem_bytes);
   T* sV = sK + kBlockN * D;
   T* sQ = sV + kBlockN * D;
   T* sG = sQ + kBlockM * D;  // dO
   float* sL = reinterpret_cast<float*>(sG + kBlockM * D);  // L log2 e of the tile's rows (+inf past Nq)
   float* sD = sL + kBlockM;                                 // D of the tile's rows
+  T* sDs = reinterpret_cast<T*>(sD + kBlockM);              // dS^T, rounded to T (kDqHere only)
 
   const AttentionShapeParams& s = p.shape;
-  const int n_tile = blockIdx.x, hk = blockIdx.y, b = blockIdx.z, group = s.heads_q / s.heads_kv;
+  const int group = s.heads_q / s.heads_kv;
   const int key0 = n_tile * kBlockN;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int offset = s.causal_offset();
@@ -166,6 +242,18 @@ __global__ void __launch_bounds__(32 * kWarps) dk_dv_kernel(const BackwardParams
           mma_16816<T>(dk[db], sa, qb[0], qb[1]);
           mma_16816<T>(dk[db + 1], sa, qb[2], qb[3]);
         }
+        if constexpr (kDqHere) {
+          // dS^T rows (keys) warp * 16 + g and + 8, query columns 16 kk + 2t.. and + 8: the A fragment's words
+          const int key = warp * 16 + g, col = kk * 16 + 2 * t;
+          *reinterpret_cast<uint32_t*>(sDs + DsTile::offset(key, col)) = sa[0];
+          *reinterpret_cast<uint32_t*>(sDs + DsTile::offset(key + 8, col)) = sa[1];
+          *reinterpret_cast<uint32_t*>(sDs + DsTile::offset(key, col + 8)) = sa[2];
+          *reinterpret_cast<uint32_t*>(sDs + DsTile::offset(key + 8, col + 8)) = sa[3];
+        }
+      }
+      if constexpr (kDqHere) {
+        __syncthreads();  // all of dS^T staged
+        add_dq_partial<T, D, kWarps, kBlockM, kDq>(p, sDs, sK, stat_row0, q0);
       }
     }
   }
@@ -186,6 +274,41 @@ __global__ void __launch_bounds__(32 * kWarps) dk_dv_kernel(const BackwardParams
                     index0 + col);
       store_pair<T>(dv_out + key * p.dv.row + col, dv[db][2 * r], dv[db][2 * r + 1], p.rounding, p.grad_stream, index0 + col);
     }
+  }
+}
+
+// grid (key tiles, kv heads, batch): one key tile per block; with DqMode::sequential (FA1) grid
+// (1, kv heads, batch) and the block walks the key tiles in order.
+template <class T, int D, int kWarps, int kBlockM, DqMode kDq>
+__global__ void __launch_bounds__(32 * kWarps) dk_dv_kernel(const BackwardParams p) {
+  extern __shared__ __align__(128) unsigned char smem_bytes[];
+  const int hk = blockIdx.y, b = blockIdx.z;
+  if constexpr (kDq == DqMode::sequential) {
+    constexpr int kBlockN = DkDvConfig<D, kWarps, kBlockM>::kBlockN;
+    for (int n_tile = 0; n_tile * kBlockN < p.shape.seq_k; ++n_tile) {
+      __syncthreads();  // every warp is done with the previous key tile's shared memory
+      dk_dv_key_tile<T, D, kWarps, kBlockM, kDq>(p, n_tile, hk, b, smem_bytes);
+    }
+  } else {
+    dk_dv_key_tile<T, D, kWarps, kBlockM, kDq>(p, blockIdx.x, hk, b, smem_bytes);
+  }
+}
+
+// dQ = factor x the fp32 accumulator, rounded to T per the policy (factor s after the atomic mode,
+// 1 after the sequential one, whose partials are already scaled).
+template <class T>
+__global__ void dq_convert_kernel(const BackwardParams p, float factor) {
+  const AttentionShapeParams& s = p.shape;
+  const int d = s.head_dim;
+  const std::int64_t pairs = static_cast<std::int64_t>(s.batch) * s.heads_q * s.seq_q * d / 2;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < pairs;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t index = 2 * i, row = index / d;  // row of [B, Hq, Nq]
+    const int col = static_cast<int>(index % d), n = static_cast<int>(row % s.seq_q);
+    const int h = static_cast<int>(row / s.seq_q % s.heads_q), b = static_cast<int>(row / s.seq_q / s.heads_q);
+    T* dst = static_cast<T*>(p.dq.data) + b * p.dq.batch + h * p.dq.head + n * p.dq.row + col;
+    const float2 x = *reinterpret_cast<const float2*>(p.dq_accum + index);
+    store_pair<T>(dst, factor * x.x, factor * x.y, p.rounding, p.grad_stream, static_cast<std::uint64_t>(index));
   }
 }
 

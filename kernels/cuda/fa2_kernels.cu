@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/fa2_backward.cuh"
 #include "kernels/cuda/fa2_forward.cuh"
+#include "kernels/cuda/kernel_launch.cuh"
 
 namespace fc::kernels::cuda {
 namespace {
@@ -16,16 +17,6 @@ namespace {
 constexpr int kWarps = 4;
 template <int D>
 constexpr int kBwdStep = D > 64 ? 32 : 64;
-
-void check_launch(const char* kernel) {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw std::runtime_error(std::string(kernel) + ": " + cudaGetErrorString(e));
-}
-
-template <class Kernel>
-void allow_smem(Kernel kernel, int bytes, const char* name) {
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) check_launch(name);
-}
 
 template <class T, int D, int kW, int kBN, int kMT>
 void forward_with(const ForwardParams& p, cudaStream_t stream) {
@@ -49,14 +40,21 @@ void forward(const ForwardParams& p, cudaStream_t stream) {
 
 template <class T, int D>
 void backward(const BackwardParams& p, cudaStream_t stream) {
-  const int rows = p.shape.batch * p.shape.heads_q * p.shape.seq_q;
-  delta_kernel<T><<<(rows + 7) / 8, 256, 0, stream>>>(p);
-  check_launch("fa2_backward delta");
-
+  if (!p.deterministic && p.dq_accum == nullptr) throw std::runtime_error("fa2_backward: the fast mode needs the dq_accum workspace");
+  launch_delta<T>(p, stream, "fa2_backward delta");
   using KvCfg = DkDvConfig<D, kWarps, kBwdStep<D>>;
-  auto* dk_dv = dk_dv_kernel<T, D, kWarps, kBwdStep<D>>;
-  allow_smem(dk_dv, KvCfg::kSmemBytes, "fa2_backward dk_dv");
   const dim3 kv_grid((p.shape.seq_k + KvCfg::kBlockN - 1) / KvCfg::kBlockN, p.shape.heads_kv, p.shape.batch);
+  if (!p.deterministic) {  // fast: dQ partials added with atomics by the dk_dv pass
+    check_launch_result(cudaMemsetAsync(p.dq_accum, 0, dq_accum_bytes(p), stream), "fa2_backward dq_accum");
+    auto* dk_dv = dk_dv_kernel<T, D, kWarps, kBwdStep<D>, DqMode::atomic>;
+    allow_smem(dk_dv, KvCfg::kSmemBytesWithDs, "fa2_backward dk_dv");
+    dk_dv<<<kv_grid, KvCfg::kThreads, KvCfg::kSmemBytesWithDs, stream>>>(p);
+    check_launch("fa2_backward dk_dv (atomic dQ)");
+    launch_dq_convert<T>(p, p.shape.scale, stream, "fa2_backward dq_convert");
+    return;
+  }
+  auto* dk_dv = dk_dv_kernel<T, D, kWarps, kBwdStep<D>, DqMode::separate_pass>;
+  allow_smem(dk_dv, KvCfg::kSmemBytes, "fa2_backward dk_dv");
   dk_dv<<<kv_grid, KvCfg::kThreads, KvCfg::kSmemBytes, stream>>>(p);
   check_launch("fa2_backward dk_dv");
 
@@ -69,32 +67,23 @@ void backward(const BackwardParams& p, cudaStream_t stream) {
   check_launch("fa2_backward dq");
 }
 
-template <class Params, class F64, class F128>
-void by_head_dim(const Params& p, F64 f64, F128 f128) {
-  switch (p.shape.head_dim) {
-    case 64: return f64();
-    case 128: return f128();
-    default: throw std::runtime_error("fa2: head dim " + std::to_string(p.shape.head_dim) + " is not compiled (64, 128)");
-  }
-}
-
 }  // namespace
 
 bool fa2_supports_head_dim(int d) { return d == 64 || d == 128; }
 
 void fa2_forward(const ForwardParams& p, cudaStream_t stream) {
   if (p.type == StorageType::bf16) {
-    by_head_dim(p, [&] { forward<__nv_bfloat16, 64>(p, stream); }, [&] { forward<__nv_bfloat16, 128>(p, stream); });
+    by_head_dim("fa2", p, [&] { forward<__nv_bfloat16, 64>(p, stream); }, [&] { forward<__nv_bfloat16, 128>(p, stream); });
   } else {
-    by_head_dim(p, [&] { forward<__half, 64>(p, stream); }, [&] { forward<__half, 128>(p, stream); });
+    by_head_dim("fa2", p, [&] { forward<__half, 64>(p, stream); }, [&] { forward<__half, 128>(p, stream); });
   }
 }
 
 void fa2_backward(const BackwardParams& p, cudaStream_t stream) {
   if (p.type == StorageType::bf16) {
-    by_head_dim(p, [&] { backward<__nv_bfloat16, 64>(p, stream); }, [&] { backward<__nv_bfloat16, 128>(p, stream); });
+    by_head_dim("fa2", p, [&] { backward<__nv_bfloat16, 64>(p, stream); }, [&] { backward<__nv_bfloat16, 128>(p, stream); });
   } else {
-    by_head_dim(p, [&] { backward<__half, 64>(p, stream); }, [&] { backward<__half, 128>(p, stream); });
+    by_head_dim("fa2", p, [&] { backward<__half, 64>(p, stream); }, [&] { backward<__half, 128>(p, stream); });
   }
 }
 

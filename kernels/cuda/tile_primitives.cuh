@@ -72,20 +72,47 @@ struct SwizzledTile {
   __device__ static int chunk_offset(int row, int chunk) { return row * Cols + ((chunk ^ (row & 7)) * 8); }
   // Element offset of (row, col) for col a multiple of 8 (a chunk start).
   __device__ static int offset(int row, int col) { return chunk_offset(row, col / 8); }
+  // ldmatrix addresses in two parts, so the inner loops pay one XOR and one add per fragment instead
+  // of the whole swizzle: the lane's part (row lr, chunk lc < 8) once, then the fragment's origin
+  // (row0 a multiple of 8, col0 a multiple of 8 whose chunk bits are disjoint from lc's), by
+  //   offset(row0 + lr, col0 + 8 lc) = (lane_offset(lr, lc) ^ col0) + row0 Cols:
+  // row0 leaves row % 8 and so the swizzle alone, and (lc | C) ^ s = (lc ^ s) ^ C when lc & C = 0
+  // (C = col0 / 8); col0 < Cols never reaches the row bits of lr Cols.
+  __device__ static int lane_offset(int lr, int lc) { return lr * Cols + ((lc ^ (lr & 7)) * 8); }
+  __device__ static int fragment_offset(int lane_off, int row0, int col0) { return (lane_off ^ col0) + row0 * Cols; }
+};
+
+// A [Rows, Cols] tile with each row padded by 16 bytes: rows of Cols * 2 + 16 bytes put the 8 rows an
+// ldmatrix reads in 8 different 16-byte bank groups for any Cols a multiple of 8 (narrow tiles, where
+// the XOR swizzle has too few chunks). Any col, not only chunk starts.
+template <int Rows, int Cols>
+struct PaddedTile {
+  static_assert(Cols % 8 == 0, "rows of whole 16-byte chunks");
+  static constexpr int kStride = Cols + 8;
+  static constexpr int kElements = Rows * kStride;
+  __device__ static int offset(int row, int col) { return row * kStride + col; }
+  __device__ static int lane_offset(int lr, int lc) { return lr * kStride + lc * 8; }
+  __device__ static int fragment_offset(int lane_off, int row0, int col0) { return lane_off + row0 * kStride + col0; }
 };
 
 // Loads rows [row0, row0 + Rows) of a [n_rows, Cols] strided global tensor into a swizzled tile with
 // all threads of the block; rows at or past n_rows become zeros. stride: elements between rows.
+// Thread x copies chunk x % kChunks of rows x / kChunks + p R (R = Threads / kChunks rows per pass, a
+// multiple of 8): its swizzle (row % 8) is the same in every pass, so each pass costs one address add
+// on each side and the cp.async; the addresses are computed once.
 template <int Rows, int Cols, int Threads, class T>
 __device__ inline void load_tile_async(T* tile, const T* base, int64_t stride, int row0, int n_rows) {
   using Tile = SwizzledTile<Rows, Cols>;
-  constexpr int kChunks = Rows * Tile::kChunks;
+  constexpr int kRowsPerPass = Threads / Tile::kChunks;
+  static_assert(Threads % Tile::kChunks == 0 && kRowsPerPass % 8 == 0 && Rows % kRowsPerPass == 0,
+                "whole rows per pass, a multiple of 8 (the swizzle period)");
+  const int c = threadIdx.x % Tile::kChunks, r = threadIdx.x / Tile::kChunks;
+  T* dst = tile + Tile::chunk_offset(r, c);
+  const T* src = base + static_cast<int64_t>(row0 + r) * stride + c * 8;
 #pragma unroll
-  for (int i = threadIdx.x; i < kChunks; i += Threads) {
-    const int r = i / Tile::kChunks, c = i % Tile::kChunks;
-    const bool inside = row0 + r < n_rows;
-    const T* src = base + (inside ? (row0 + r) * stride : 0) + c * 8;
-    cp_async_16(tile + Tile::chunk_offset(r, c), src, inside ? 16 : 0);
+  for (int pass = 0; pass < Rows / kRowsPerPass; ++pass) {
+    const bool inside = row0 + r + pass * kRowsPerPass < n_rows;
+    cp_async_16(dst + pass * kRowsPerPass * Cols, inside ? src + pass * kRowsPerPass * stride : base, inside ? 16 : 0);
   }
 }
 
@@ -104,25 +131,36 @@ __device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
                : "r"(s));
 }
 
+// The fragment loads below need (SwizzledTile::fragment_offset) row0 a multiple of 8 and col0 a
+// multiple of 16 (load_a, load_a_trans's row0, load_b_kn) or 32 (load_b_nk's k0): every caller steps
+// by whole fragments.
+
 // An A fragment (16 x 16 at rows row0.., cols col0..) of a row-major swizzled tile.
 template <class Tile, class T>
 __device__ inline void load_a(uint32_t (&a)[4], const T* tile, int row0, int col0) {
   const int lane = threadIdx.x % 32, m = lane / 8;
-  ldmatrix_x4(a, tile + Tile::offset(row0 + lane % 8 + (m % 2) * 8, col0 + (m / 2) * 8));
+  ldmatrix_x4(a, tile + Tile::fragment_offset(Tile::lane_offset(lane % 8 + (m % 2) * 8, m / 2), row0, col0));
+}
+// An A fragment (16 x 16 at rows row0.., cols col0..) of A stored transposed, [col][row] (e.g. dS from
+// a staged dS^T): ldmatrix.trans hands each thread the (row g, cols 2t, 2t + 1) pairs.
+template <class Tile, class T>
+__device__ inline void load_a_trans(uint32_t (&a)[4], const T* tile, int row0, int col0) {
+  const int lane = threadIdx.x % 32, m = lane / 8;
+  ldmatrix_x4_trans(a, tile + Tile::fragment_offset(Tile::lane_offset(lane % 8 + (m / 2) * 8, m % 2), col0, row0));
 }
 // B fragments of two k-steps (k0 and k0 + 16) for the 8 columns n0.. of B, from a tile stored [n][k]
 // (B^T row-major, e.g. K for S = Q K^T): {b0, b1} of k-step k0 in r[0..1], of k0 + 16 in r[2..3].
 template <class Tile, class T>
 __device__ inline void load_b_nk(uint32_t (&b)[4], const T* tile, int n0, int k0) {
   const int lane = threadIdx.x % 32;
-  ldmatrix_x4(b, tile + Tile::offset(n0 + lane % 8, k0 + (lane / 8) * 8));
+  ldmatrix_x4(b, tile + Tile::fragment_offset(Tile::lane_offset(lane % 8, lane / 8), n0, k0));
 }
 // B fragments of one k-step (k0..k0+15) for two n-blocks (n0 and n0 + 8), from a tile stored [k][n]
 // (e.g. V for O = P V): {b0, b1} of n-block n0 in r[0..1], of n0 + 8 in r[2..3].
 template <class Tile, class T>
 __device__ inline void load_b_kn(uint32_t (&b)[4], const T* tile, int k0, int n0) {
   const int lane = threadIdx.x % 32, m = lane / 8;
-  ldmatrix_x4_trans(b, tile + Tile::offset(k0 + lane % 8 + (m % 2) * 8, n0 + (m / 2) * 8));
+  ldmatrix_x4_trans(b, tile + Tile::fragment_offset(Tile::lane_offset(lane % 8 + (m % 2) * 8, m / 2), k0, n0));
 }
 
 // --- the tensor-core product ---------------------------------------------------------------------

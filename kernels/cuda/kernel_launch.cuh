@@ -1,0 +1,56 @@
+// Host-side launch helpers shared by the kernel families' .cu files: launch checks that throw
+// std::runtime_error naming the kernel, the shared-memory opt-in, the dispatch on the head dim, and
+// the launches of the backward's small kernels (delta, dq_convert) that FA1 and FA2 share.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/attention_params.hpp"
+#include "kernels/cuda/fa2_backward.cuh"
+
+namespace fc::kernels::cuda {
+
+inline void check_launch_result(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+inline void check_launch(const char* kernel) { check_launch_result(cudaGetLastError(), kernel); }
+
+template <class Kernel>
+void allow_smem(Kernel kernel, int bytes, const char* name) {
+  check_launch_result(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), name);
+}
+
+template <class Params, class F64, class F128>
+void by_head_dim(const char* family, const Params& p, F64 f64, F128 f128) {
+  switch (p.shape.head_dim) {
+    case 64: return f64();
+    case 128: return f128();
+    default:
+      throw std::runtime_error(std::string(family) + ": head dim " + std::to_string(p.shape.head_dim) + " is not compiled (64, 128)");
+  }
+}
+
+inline std::size_t dq_accum_bytes(const BackwardParams& p) {
+  return static_cast<std::size_t>(p.shape.batch) * p.shape.heads_q * p.shape.seq_q * p.shape.head_dim * sizeof(float);
+}
+
+template <class T>
+void launch_delta(const BackwardParams& p, cudaStream_t stream, const char* name) {
+  const int rows = p.shape.batch * p.shape.heads_q * p.shape.seq_q;
+  delta_kernel<T><<<(rows + 7) / 8, 256, 0, stream>>>(p);
+  check_launch(name);
+}
+
+template <class T>
+void launch_dq_convert(const BackwardParams& p, float factor, cudaStream_t stream, const char* name) {
+  const std::size_t pairs = dq_accum_bytes(p) / sizeof(float) / 2;
+  const int blocks = static_cast<int>(std::min<std::size_t>((pairs + 255) / 256, 4096));
+  dq_convert_kernel<T><<<blocks, 256, 0, stream>>>(p, factor);
+  check_launch(name);
+}
+
+}  // namespace fc::kernels::cuda
