@@ -112,13 +112,13 @@ __device__ inline void add_dq_partial(const BackwardParams& p, const T* sDs, con
       float* dst = p.dq_accum + (stat_row0 + row) * D + col0 + 2 * t;
 #pragma unroll
       for (int nb = 0; nb < Cfg::kDqNBlocks; ++nb) {
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          if constexpr (kDq == DqMode::atomic) {
-            atomicAdd(dst + nb * 8 + c, acc[mt][nb][2 * r + c]);
-          } else {
-            dst[nb * 8 + c] += s * acc[mt][nb][2 * r + c];
-          }
+        float2* pair = reinterpret_cast<float2*>(dst + nb * 8);  // 8-byte aligned: D and 2t are even
+        if constexpr (kDq == DqMode::atomic) {
+          // one vector reduction per pair (SASS: REDG.E.ADD.F32x2; it flushes fp32 subnormals, below 2^-126)
+          atomicAdd(pair, make_float2(acc[mt][nb][2 * r], acc[mt][nb][2 * r + 1]));
+        } else {
+          const float2 old = *pair;
+          *pair = make_float2(old.x + s * acc[mt][nb][2 * r], old.y + s * acc[mt][nb][2 * r + 1]);
         }
       }
     }

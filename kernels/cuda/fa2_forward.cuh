@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cuda/attention_params.hpp"
 #include "kernels/cuda/output_store.cuh"
@@ -130,129 +131,135 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
       }
     }
 
-    // S = Q K_j^T (unscaled)
-    float sc[kMTiles][Cfg::kNBlocks][4];
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-      for (int nb = 0; nb < Cfg::kNBlocks; ++nb) sc[mt][nb][0] = sc[mt][nb][1] = sc[mt][nb][2] = sc[mt][nb][3] = 0.f;
-    }
-#pragma unroll
-    for (int kk = 0; kk < Cfg::kDSteps; kk += 2) {
-      uint32_t qa[kMTiles][2][4];
+    // One key tile: S = Q K_j^T, the online softmax, O += P V_j. Written once per mask case so that
+    // each is one branch-free block (ptxas interleaves one m-tile's softmax with the other's products
+    // only within a basic block); only tiles that cross Nk or the causal diagonal pay for the mask.
+    const int col0 = j * kBlockN;
+    const auto tile = [&](auto masked) {
+      constexpr bool kMasked = decltype(masked)::value;
+      // S = Q K_j^T (unscaled)
+      float sc[kMTiles][Cfg::kNBlocks][4];
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-        for (int x = 0; x < 2; ++x) {
-          if constexpr (Cfg::kQInRegisters) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) qa[mt][x][e] = qf[kk + x][e];
-          } else {
-            load_a<QTile>(qa[mt][x], sQ, warp_row0 + mt * 16, (kk + x) * 16);
-          }
-        }
+        for (int nb = 0; nb < Cfg::kNBlocks; ++nb) sc[mt][nb][0] = sc[mt][nb][1] = sc[mt][nb][2] = sc[mt][nb][3] = 0.f;
       }
 #pragma unroll
-      for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
-        uint32_t bf[4];
-        load_b_nk<KVTile>(bf, sKj, nb * 8, kk * 16);
+      for (int kk = 0; kk < Cfg::kDSteps; kk += 2) {
+        uint32_t qa[kMTiles][2][4];
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
-          mma_16816<T>(sc[mt][nb], qa[mt][0], bf[0], bf[1]);
-          mma_16816<T>(sc[mt][nb], qa[mt][1], bf[2], bf[3]);
+#pragma unroll
+          for (int x = 0; x < 2; ++x) {
+            if constexpr (Cfg::kQInRegisters) {
+#pragma unroll
+              for (int e = 0; e < 4; ++e) qa[mt][x][e] = qf[kk + x][e];
+            } else {
+              load_a<QTile>(qa[mt][x], sQ, warp_row0 + mt * 16, (kk + x) * 16);
+            }
+          }
+        }
+#pragma unroll
+        for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+          uint32_t bf[4];
+          load_b_nk<KVTile>(bf, sKj, nb * 8, kk * 16);
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            mma_16816<T>(sc[mt][nb], qa[mt][0], bf[0], bf[1]);
+            mma_16816<T>(sc[mt][nb], qa[mt][1], bf[2], bf[3]);
+          }
         }
       }
-    }
 
-    // The online softmax, per row. Only tiles that cross Nk or the causal diagonal pay for the mask:
-    // there a hidden entry becomes -inf (excluded from the max, P = 0) whatever the sign of the scale.
-    const int col0 = j * kBlockN;
-    const bool needs_mask = col0 + kBlockN > s.seq_k || (causal && col0 + kBlockN - 1 > row0 + warp_row0 + offset);
+      // The online softmax, per row. Only tiles that cross Nk or the causal diagonal pay for the mask:
+      // there a hidden entry becomes -inf (excluded from the max, P = 0) whatever the sign of the scale.
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
+      for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float tile_max;
-        if (needs_mask) {
-          tile_max = -INFINITY;
+        for (int r = 0; r < 2; ++r) {
+          float tile_max;
+          if constexpr (kMasked) {
+            tile_max = -INFINITY;
 #pragma unroll
-          for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+            for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
 #pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              float& x = sc[mt][nb][2 * r + c];
-              const int col = col0 + nb * 8 + 2 * t + c;
-              if (col >= s.seq_k || (causal && col > my_row(mt, r) + offset)) x = -INFINITY;
-              tile_max = fmaxf(tile_max, x == -INFINITY ? -INFINITY : x * scale2);
+              for (int c = 0; c < 2; ++c) {
+                float& x = sc[mt][nb][2 * r + c];
+                const int col = col0 + nb * 8 + 2 * t + c;
+                if (col >= s.seq_k || (causal && col > my_row(mt, r) + offset)) x = -INFINITY;
+                tile_max = fmaxf(tile_max, x == -INFINITY ? -INFINITY : x * scale2);
+              }
+            }
+          } else {
+            float extreme = positive_scale ? -INFINITY : INFINITY;
+#pragma unroll
+            for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+#pragma unroll
+              for (int c = 0; c < 2; ++c) {
+                extreme = positive_scale ? fmaxf(extreme, sc[mt][nb][2 * r + c]) : fminf(extreme, sc[mt][nb][2 * r + c]);
+              }
+            }
+            tile_max = extreme * scale2;
+          }
+          tile_max = quad_max(tile_max);
+          // m' = max(m, tile max), alpha = 2^(m - m'): selects, no branch. alpha = 1 while the max stands
+          // (and while no key has been visible: m = m' = -inf, the accumulators are 0 anyway).
+          const float m_new = fmaxf(m_run[mt][r], tile_max);
+          const float alpha = m_new == m_run[mt][r] ? 1.f : fast_exp2(m_run[mt][r] - m_new);
+          m_run[mt][r] = m_new;
+          float row_sum = 0.f;
+          const float m = m_run[mt][r];
+          if constexpr (kMasked) {
+#pragma unroll
+            for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+#pragma unroll
+              for (int c = 0; c < 2; ++c) {
+                float& x = sc[mt][nb][2 * r + c];
+                x = x == -INFINITY ? 0.f : fast_exp2(fmaf(x, scale2, -m));
+                row_sum += x;
+              }
+            }
+          } else {  // every entry visible, so m is finite
+#pragma unroll
+            for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+#pragma unroll
+              for (int c = 0; c < 2; ++c) {
+                float& x = sc[mt][nb][2 * r + c];
+                x = fast_exp2(fmaf(x, scale2, -m));
+                row_sum += x;
+              }
             }
           }
-        } else {
-          float extreme = positive_scale ? -INFINITY : INFINITY;
-#pragma unroll
-          for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              extreme = positive_scale ? fmaxf(extreme, sc[mt][nb][2 * r + c]) : fminf(extreme, sc[mt][nb][2 * r + c]);
-            }
-          }
-          tile_max = extreme * scale2;
-        }
-        tile_max = quad_max(tile_max);
-        float alpha = 1.f;
-        if (tile_max != -INFINITY) {
-          if (m_run[mt][r] == -INFINITY) {
-            m_run[mt][r] = tile_max;
-          } else if (tile_max > m_run[mt][r]) {
-            alpha = fast_exp2(m_run[mt][r] - tile_max);
-            m_run[mt][r] = tile_max;
-          }
-        }
-        float row_sum = 0.f;
-        const float m = m_run[mt][r];
-        if (needs_mask) {
-#pragma unroll
-          for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              float& x = sc[mt][nb][2 * r + c];
-              x = x == -INFINITY ? 0.f : fast_exp2(fmaf(x, scale2, -m));
-              row_sum += x;
-            }
-          }
-        } else {  // every entry visible, so m is finite
-#pragma unroll
-          for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              float& x = sc[mt][nb][2 * r + c];
-              x = fast_exp2(fmaf(x, scale2, -m));
-              row_sum += x;
-            }
-          }
-        }
-        l_run[mt][r] = l_run[mt][r] * alpha + quad_sum(row_sum);
-        if (alpha != 1.f) {
+          l_run[mt][r] = l_run[mt][r] * alpha + quad_sum(row_sum);
+          // (always: a branch on alpha != 1 would split the block; alpha = 1 multiplies exactly)
 #pragma unroll
           for (int i = 0; i < Cfg::kDBlocks; ++i) acc[mt][i][2 * r] *= alpha, acc[mt][i][2 * r + 1] *= alpha;
         }
       }
-    }
 
-    // O += P V_j, P rounded to T from the S registers
+      // O += P V_j, P rounded to T from the S registers
 #pragma unroll
-    for (int kk = 0; kk < Cfg::kNSteps; ++kk) {
-      uint32_t pa[kMTiles][4];
+      for (int kk = 0; kk < Cfg::kNSteps; ++kk) {
+        uint32_t pa[kMTiles][4];
 #pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) a_from_c<T>(pa[mt], sc[mt][2 * kk], sc[mt][2 * kk + 1]);
+        for (int mt = 0; mt < kMTiles; ++mt) a_from_c<T>(pa[mt], sc[mt][2 * kk], sc[mt][2 * kk + 1]);
 #pragma unroll
-      for (int db = 0; db < Cfg::kDBlocks; db += 2) {
-        uint32_t bf[4];
-        load_b_kn<KVTile>(bf, sVj, kk * 16, db * 8);
+        for (int db = 0; db < Cfg::kDBlocks; db += 2) {
+          uint32_t bf[4];
+          load_b_kn<KVTile>(bf, sVj, kk * 16, db * 8);
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-          mma_16816<T>(acc[mt][db], pa[mt], bf[0], bf[1]);
-          mma_16816<T>(acc[mt][db + 1], pa[mt], bf[2], bf[3]);
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            mma_16816<T>(acc[mt][db], pa[mt], bf[0], bf[1]);
+            mma_16816<T>(acc[mt][db + 1], pa[mt], bf[2], bf[3]);
+          }
         }
       }
+    };
+    const bool needs_mask = col0 + kBlockN > s.seq_k || (causal && col0 + kBlockN - 1 > row0 + warp_row0 + offset);
+    if (needs_mask) {
+      tile(std::true_type{});
+    } else {
+      tile(std::false_type{});
     }
   }
   // (With n_tiles == 0 the Q load is still in flight: wait before the block exits.)
