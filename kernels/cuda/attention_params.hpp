@@ -40,7 +40,7 @@ struct AttentionShapeParams {
 };
 
 // The forward's tile shape (fa2_kernels.cu): query rows x keys per step, and warps per block.
-enum class ForwardTile : std::uint8_t { m64n64w4, m128n64w4, m128n32w4, m128n64w8 };
+enum class ForwardTile : std::uint8_t { m64n64w4, m128n64w4, m128n48w4, m128n32w4, m128n64w8 };
 
 struct ForwardParams {
   AttentionShapeParams shape;

@@ -242,14 +242,14 @@ class CudaFa2 final : public CudaAttentionSubject {
                                         "softmax; bwd deterministic (a key-tiled dK/dV kernel and a query-tiled dQ kernel, no atomics)");
     info_.deterministic = !fast_backward;
     info_.options = {{"fwd_tile", "auto",
-                      "forward tile: 64x64, 128x64, 128x32 (4 warps), 128x64w8 (8 warps), or auto (128x64: the fastest measured at "
+                      "forward tile: 64x64, 128x64, 128x48, 128x32 (4 warps), 128x64w8 (8 warps), or auto (128x64: the fastest measured at "
                       "d = 64 and 128, kernels/cuda/NOTES.md)"}};
   }
 
   void set_option(const std::string& name, const std::string& value) override {
     if (name != "fwd_tile") throw SubjectError(info_.name + ": no option " + name + " (fwd_tile)");
-    if (value != "auto" && value != "64x64" && value != "128x64" && value != "128x32" && value != "128x64w8") {
-      throw SubjectError(info_.name + ": fwd_tile=" + value + ": one of auto, 64x64, 128x64, 128x32, 128x64w8");
+    if (value != "auto" && value != "64x64" && value != "128x64" && value != "128x48" && value != "128x32" && value != "128x64w8") {
+      throw SubjectError(info_.name + ": fwd_tile=" + value + ": one of auto, 64x64, 128x64, 128x48, 128x32, 128x64w8");
     }
     info_.options[0].value = value;
   }
@@ -266,6 +266,7 @@ class CudaFa2 final : public CudaAttentionSubject {
     const std::string& v = info_.options[0].value;
     if (v == "64x64") return ForwardTile::m64n64w4;
     if (v == "128x64") return ForwardTile::m128n64w4;
+    if (v == "128x48") return ForwardTile::m128n48w4;
     if (v == "128x32") return ForwardTile::m128n32w4;
     if (v == "128x64w8") return ForwardTile::m128n64w8;
     return ForwardTile::m128n64w4;  // auto: measured fastest at d = 64 and 128 (NOTES.md, version 3)

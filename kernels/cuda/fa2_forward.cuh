@@ -107,9 +107,7 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
     for (int r = 0; r < 2; ++r) m_run[mt][r] = -INFINITY, l_run[mt][r] = 0.f;
   }
   const float scale2 = s.scale * kLog2e;
-  // max_j (S_ij scale2) = scale2 max_j S_ij for scale2 >= 0 (rounding is monotone), min for a negative
-  // scale: one multiply per row instead of one per element.
-  const bool positive_scale = scale2 >= 0.f;
+  const bool positive_scale = scale2 > 0.f;  // (the unmasked tile code needs it; see below)
 
   uint32_t qf[Cfg::kQInRegisters ? Cfg::kDSteps : 1][4];
   for (int j = 0; j < n_tiles; ++j) {
@@ -171,69 +169,76 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
         }
       }
 
-      // The online softmax, per row. Only tiles that cross Nk or the causal diagonal pay for the mask:
+      // The online softmax, per row, in two sweeps. First the tile's row maxima, the new running max m'
+      // and alpha = 2^(m - m') (selects, no branch; alpha = 1 while the max stands, and while no key has
+      // been visible: m = m' = -inf). Only tiles that cross Nk or the causal diagonal pay for the mask:
       // there a hidden entry becomes -inf (excluded from the max, P = 0) whatever the sign of the scale.
+      // The unmasked case takes max_j (S_ij scale2) = scale2 max_j S_ij (scale2 > 0, rounding is
+      // monotone: one multiply per row); a negative scale goes through the masked code.
+      float alpha[kMTiles][2];
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          float tile_max;
-          if constexpr (kMasked) {
-            tile_max = -INFINITY;
+          float tile_max = -INFINITY;
 #pragma unroll
-            for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+          for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
 #pragma unroll
-              for (int c = 0; c < 2; ++c) {
-                float& x = sc[mt][nb][2 * r + c];
+            for (int c = 0; c < 2; ++c) {
+              float& x = sc[mt][nb][2 * r + c];
+              if constexpr (kMasked) {
                 const int col = col0 + nb * 8 + 2 * t + c;
                 if (col >= s.seq_k || (causal && col > my_row(mt, r) + offset)) x = -INFINITY;
                 tile_max = fmaxf(tile_max, x == -INFINITY ? -INFINITY : x * scale2);
+              } else {
+                tile_max = fmaxf(tile_max, x);
               }
             }
-          } else {
-            float extreme = positive_scale ? -INFINITY : INFINITY;
-#pragma unroll
-            for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
-#pragma unroll
-              for (int c = 0; c < 2; ++c) {
-                extreme = positive_scale ? fmaxf(extreme, sc[mt][nb][2 * r + c]) : fminf(extreme, sc[mt][nb][2 * r + c]);
-              }
-            }
-            tile_max = extreme * scale2;
           }
+          if constexpr (!kMasked) tile_max *= scale2;
           tile_max = quad_max(tile_max);
-          // m' = max(m, tile max), alpha = 2^(m - m'): selects, no branch. alpha = 1 while the max stands
-          // (and while no key has been visible: m = m' = -inf, the accumulators are 0 anyway).
           const float m_new = fmaxf(m_run[mt][r], tile_max);
-          const float alpha = m_new == m_run[mt][r] ? 1.f : fast_exp2(m_run[mt][r] - m_new);
+          alpha[mt][r] = m_new == m_run[mt][r] ? 1.f : fast_exp2(m_run[mt][r] - m_new);
           m_run[mt][r] = m_new;
+          l_run[mt][r] *= alpha[mt][r];
+        }
+      }
+      // The accumulators are rescaled only when some row of the warp has a new max (one vote; late
+      // tiles rarely raise it; alpha = 1 would multiply exactly anyway).
+      bool rescale = false;
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) rescale |= alpha[mt][0] != 1.f || alpha[mt][1] != 1.f;
+      if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+          for (int i = 0; i < Cfg::kDBlocks; ++i) {
+            acc[mt][i][0] *= alpha[mt][0], acc[mt][i][1] *= alpha[mt][0];
+            acc[mt][i][2] *= alpha[mt][1], acc[mt][i][3] *= alpha[mt][1];
+          }
+        }
+      }
+      // Then P = 2^(S scale2 - m') and l += rowsum(P) from the fp32 P.
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
           float row_sum = 0.f;
           const float m = m_run[mt][r];
-          if constexpr (kMasked) {
 #pragma unroll
-            for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
+          for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
 #pragma unroll
-              for (int c = 0; c < 2; ++c) {
-                float& x = sc[mt][nb][2 * r + c];
+            for (int c = 0; c < 2; ++c) {
+              float& x = sc[mt][nb][2 * r + c];
+              if constexpr (kMasked) {
                 x = x == -INFINITY ? 0.f : fast_exp2(fmaf(x, scale2, -m));
-                row_sum += x;
-              }
-            }
-          } else {  // every entry visible, so m is finite
-#pragma unroll
-            for (int nb = 0; nb < Cfg::kNBlocks; ++nb) {
-#pragma unroll
-              for (int c = 0; c < 2; ++c) {
-                float& x = sc[mt][nb][2 * r + c];
+              } else {  // every entry visible, so m is finite
                 x = fast_exp2(fmaf(x, scale2, -m));
-                row_sum += x;
               }
+              row_sum += x;
             }
           }
-          l_run[mt][r] = l_run[mt][r] * alpha + quad_sum(row_sum);
-          // (always: a branch on alpha != 1 would split the block; alpha = 1 multiplies exactly)
-#pragma unroll
-          for (int i = 0; i < Cfg::kDBlocks; ++i) acc[mt][i][2 * r] *= alpha, acc[mt][i][2 * r + 1] *= alpha;
+          l_run[mt][r] += quad_sum(row_sum);
         }
       }
 
@@ -255,7 +260,8 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
         }
       }
     };
-    const bool needs_mask = col0 + kBlockN > s.seq_k || (causal && col0 + kBlockN - 1 > row0 + warp_row0 + offset);
+    const bool needs_mask =
+        !positive_scale || col0 + kBlockN > s.seq_k || (causal && col0 + kBlockN - 1 > row0 + warp_row0 + offset);
     if (needs_mask) {
       tile(std::true_type{});
     } else {

@@ -33,6 +33,7 @@ void forward(const ForwardParams& p, cudaStream_t stream) {
   switch (p.tile) {
     case ForwardTile::m64n64w4: return forward_with<T, D, 4, 64, 1>(p, stream);
     case ForwardTile::m128n64w4: return forward_with<T, D, 4, 64, 2>(p, stream);
+    case ForwardTile::m128n48w4: return forward_with<T, D, 4, 48, 2>(p, stream);
     case ForwardTile::m128n32w4: return forward_with<T, D, 4, 32, 2>(p, stream);
     case ForwardTile::m128n64w8: return forward_with<T, D, 8, 64, 1>(p, stream);
   }
