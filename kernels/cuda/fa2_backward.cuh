@@ -64,7 +64,9 @@ struct DkDvConfig {
   static constexpr int kDqNBlocks = kDqCols / 8;
   static constexpr int kDqMTiles = kBlockM / 16;
   static_assert(kDqNBlocks % 2 == 0, "dQ columns per warp in pairs of n8 blocks");
-  static constexpr int kSmemBytes = (2 * kBlockN * D + 2 * kBlockM * D) * 2 + 2 * kBlockM * 4;
+  // K, V; two stages of (Q, dO) and of (L log2 e, D): step i + 1's load while step i computes
+  static constexpr int kStageElements = 2 * kBlockM * D;  // Q and dO of one stage
+  static constexpr int kSmemBytes = (2 * kBlockN * D + 2 * kStageElements) * 2 + 2 * 2 * kBlockM * 4;
   static constexpr int kSmemBytesWithDs = kSmemBytes + DsTile::kElements * 2;
 };
 
@@ -135,11 +137,10 @@ __device__ inline void dk_dv_key_tile(const BackwardParams& p, int n_tile, int h
   constexpr bool kDqHere = kDq != DqMode::separate_pass;
   T* sK = reinterpret_cast<T*>(smem_bytes);
   T* sV = sK + kBlockN * D;
-  T* sQ = sV + kBlockN * D;
-  T* sG = sQ + kBlockM * D;  // dO
-  float* sL = reinterpret_cast<float*>(sG + kBlockM * D);  // L log2 e of the tile's rows (+inf past Nq)
-  float* sD = sL + kBlockM;                                 // D of the tile's rows
-  T* sDs = reinterpret_cast<T*>(sD + kBlockM);              // dS^T, rounded to T (kDqHere only)
+  T* sStage0 = sV + kBlockN * D;  // stage x: Q at sStage0 + x kStageElements, dO kBlockM D after it
+  // L log2 e (+inf past Nq and for rows with no visible key) and D of stage x at sStat0 + x 2 kBlockM
+  float* sStat0 = reinterpret_cast<float*>(sStage0 + 2 * Cfg::kStageElements);
+  T* sDs = reinterpret_cast<T*>(sStat0 + 4 * kBlockM);  // dS^T, rounded to T (kDqHere only)
 
   const AttentionShapeParams& s = p.shape;
   const int group = s.heads_q / s.heads_kv;
@@ -166,27 +167,47 @@ __device__ inline void dk_dv_key_tile(const BackwardParams& p, int n_tile, int h
   // Query rows that see any key of the tile: from the first key's diagonal on.
   const int first_row = causal ? max(0, key0 - offset) : 0;
   const int m_begin = first_row / kBlockM, tiles_m = (s.seq_q + kBlockM - 1) / kBlockM;
-  for (int gh = 0; gh < group; ++gh) {
-    const int h = hk * group + gh;
-    const T* q = static_cast<const T*>(p.q.data) + b * p.q.batch + h * p.q.head;
-    const T* dout = static_cast<const T*>(p.dout.data) + b * p.dout.batch + h * p.dout.head;
+  // The steps: every query tile from m_begin on of each query head of the group, in order. Step i + 1's
+  // Q and dO load (cp.async) and its L and D (registers) while step i computes.
+  const int per_head = tiles_m - m_begin, steps = group * per_head;
+  const auto issue_step = [&](int step, int stage, float& l_next, float& d_next) {
+    const int h = hk * group + step / per_head, q0 = (m_begin + step % per_head) * kBlockM;
+    T* sQn = sStage0 + stage * Cfg::kStageElements;
+    load_tile_async<kBlockM, D, Cfg::kThreads>(sQn, static_cast<const T*>(p.q.data) + b * p.q.batch + h * p.q.head, p.q.row, q0, s.seq_q);
+    load_tile_async<kBlockM, D, Cfg::kThreads>(sQn + kBlockM * D, static_cast<const T*>(p.dout.data) + b * p.dout.batch + h * p.dout.head,
+                                               p.dout.row, q0, s.seq_q);
+    cp_async_commit();
+    static_assert(kBlockM <= Cfg::kThreads, "one row's statistics per thread");
+    const std::int64_t row = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q + q0 + threadIdx.x;
+    const bool inside = threadIdx.x < kBlockM && q0 + static_cast<int>(threadIdx.x) < s.seq_q;
+    l_next = inside ? p.lse[row] : INFINITY;
+    d_next = inside ? p.delta[row] : 0.f;
+  };
+  const auto store_stats = [&](int stage, float l, float d) {
+    if (threadIdx.x < kBlockM) {
+      // a row with no visible key (L = -inf) has P = 0: +inf here gives exp2(-inf) = 0 below
+      sStat0[stage * 2 * kBlockM + threadIdx.x] = l == -INFINITY ? INFINITY : l * kLog2e;
+      sStat0[stage * 2 * kBlockM + kBlockM + threadIdx.x] = d;
+    }
+  };
+  if (steps > 0) {
+    float l0, d0;
+    issue_step(0, 0, l0, d0);
+    store_stats(0, l0, d0);
+  }
+  for (int step = 0; step < steps; ++step) {
+    const int stage = step & 1;
+    const int h = hk * group + step / per_head, q0 = (m_begin + step % per_head) * kBlockM;
     const std::int64_t stat_row0 = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q;
-    for (int m_tile = m_begin; m_tile < tiles_m; ++m_tile) {
-      const int q0 = m_tile * kBlockM;
-      __syncthreads();  // the previous step's readers are done with sQ, sG, sL, sD
-      load_tile_async<kBlockM, D, Cfg::kThreads>(sQ, q, p.q.row, q0, s.seq_q);
-      load_tile_async<kBlockM, D, Cfg::kThreads>(sG, dout, p.dout.row, q0, s.seq_q);
-      cp_async_commit();
-      for (int i = threadIdx.x; i < kBlockM; i += Cfg::kThreads) {
-        const bool inside = q0 + i < s.seq_q;
-        const float l = inside ? p.lse[stat_row0 + q0 + i] : INFINITY;
-        // a row with no visible key (L = -inf) has P = 0: +inf here gives exp2(-inf) = 0 below
-        sL[i] = l == -INFINITY ? INFINITY : l * kLog2e;
-        sD[i] = inside ? p.delta[stat_row0 + q0 + i] : 0.f;
-      }
-      cp_async_wait<0>();
-      __syncthreads();
-
+    cp_async_wait<0>();
+    __syncthreads();  // this step's tiles and statistics are in; every warp is done with the other stage
+    float l_next = 0.f, d_next = 0.f;
+    if (step + 1 < steps) issue_step(step + 1, stage ^ 1, l_next, d_next);
+    const T* sQ = sStage0 + stage * Cfg::kStageElements;
+    const T* sG = sQ + kBlockM * D;  // dO
+    const float* sL = sStat0 + stage * 2 * kBlockM;
+    const float* sD = sL + kBlockM;
+    {
       // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys against the tile's kBlockM queries.
       float st[Cfg::kMBlocks][4], dpt[Cfg::kMBlocks][4];
 #pragma unroll
@@ -256,6 +277,7 @@ __device__ inline void dk_dv_key_tile(const BackwardParams& p, int n_tile, int h
         add_dq_partial<T, D, kWarps, kBlockM, kDq>(p, sDs, sK, stat_row0, q0);
       }
     }
+    if (step + 1 < steps) store_stats(stage ^ 1, l_next, d_next);  // (nobody reads that stage before the next barrier)
   }
   cp_async_wait<0>();  // (no query tile: the K, V load is still in flight)
 

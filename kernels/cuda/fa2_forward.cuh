@@ -5,7 +5,7 @@
 // Rounding points, the same as cpu.fa2's (kernels/cpu/flash_attention.cpp):
 //   S = Q K^T   exact 16-bit products, fp32 accumulation (tensor-core order: a tree per k16 step)
 //   m, l        fp32, logits in log2 units: p = exp2(fma(S, s log2 e, -m)), rescale by exp2(m - m')
-//   l           sums the fp32 p (before rounding)
+//   l           sums the fp32 p (before rounding): each thread its columns, the quad's four at the end
 //   P           rounded to the storage format (RN) as the A operand of P V
 //   O           acc * (1 / l), rounded to the storage format per the policy (RN or SR), L in fp32
 // exp2 is ex2.approx (2 ulp of fp32) where the CPU uses libm: an fp32-ulp difference, far below a
@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
               row_sum += x;
             }
           }
-          l_run[mt][r] += quad_sum(row_sum);
+          l_run[mt][r] += row_sum;  // this thread's share; the quad's shares are summed once at the end
         }
       }
 
@@ -278,6 +278,7 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
+      l_run[mt][r] = quad_sum(l_run[mt][r]);  // (every lane: the shuffles need the whole warp)
       const int row = my_row(mt, r);
       if (row >= s.seq_q) continue;
       const bool empty = l_run[mt][r] == 0.f;
