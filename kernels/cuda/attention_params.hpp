@@ -63,6 +63,7 @@ struct BackwardParams {
   float* delta = nullptr;      // workspace [B, Hq, Nq]: D = rowsum(dO o O)
   float* dq_accum = nullptr;   // workspace [B, Hq, Nq, d] fp32: the dQ sum of fa2's fast mode and of fa1
   bool deterministic = true;   // fa2: dQ by its own query-tiled pass (no atomics) rather than atomics
+  int dk_dv_keys = 64;         // fa2: keys per block of the dK/dV pass, 64 (4 warps) or 128 (8 warps)
   OutputRounding rounding;
   std::uint32_t grad_stream = 0;  // Philox stream of the gradients (PrecisionPolicy::stream(Role::grad))
 };

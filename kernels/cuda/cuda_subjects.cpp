@@ -243,11 +243,17 @@ class CudaFa2 final : public CudaAttentionSubject {
     info_.deterministic = !fast_backward;
     info_.options = {{"fwd_tile", "auto",
                       "forward tile: 64x64, 128x64, 128x48, 128x32 (4 warps), 128x64w8 (8 warps), or auto (128x64: the fastest measured at "
-                      "d = 64 and 128, kernels/cuda/NOTES.md)"}};
+                      "d = 64 and 128, kernels/cuda/NOTES.md)"},
+                     {"bwd_keys", "64", "keys per block of the dK/dV pass: 64 (4 warps) or 128 (8 warps)"}};
   }
 
   void set_option(const std::string& name, const std::string& value) override {
-    if (name != "fwd_tile") throw SubjectError(info_.name + ": no option " + name + " (fwd_tile)");
+    if (name == "bwd_keys") {
+      if (value != "64" && value != "128") throw SubjectError(info_.name + ": bwd_keys=" + value + ": 64 or 128");
+      info_.options[1].value = value;
+      return;
+    }
+    if (name != "fwd_tile") throw SubjectError(info_.name + ": no option " + name + " (fwd_tile, bwd_keys)");
     if (value != "auto" && value != "64x64" && value != "128x64" && value != "128x48" && value != "128x32" && value != "128x64w8") {
       throw SubjectError(info_.name + ": fwd_tile=" + value + ": one of auto, 64x64, 128x64, 128x48, 128x32, 128x64w8");
     }
@@ -259,7 +265,10 @@ class CudaFa2 final : public CudaAttentionSubject {
   void backward(const BackwardParams& p, cudaStream_t stream) override { fa2_backward(p, stream); }
   bool needs_dq_accum() const override { return !info_.deterministic; }
   void configure(ForwardParams& p) const override { p.tile = forward_tile(); }
-  void configure(BackwardParams& p) const override { p.deterministic = info_.deterministic; }
+  void configure(BackwardParams& p) const override {
+    p.deterministic = info_.deterministic;
+    p.dk_dv_keys = info_.options[1].value == "128" ? 128 : 64;
+  }
 
  private:
   ForwardTile forward_tile() const {

@@ -59,10 +59,14 @@ struct DkDvConfig {
   using QTile = SwizzledTile<kBlockM, D>;
   // dS^T staged for dQ = dS K (DqMode atomic and sequential): [key][query row], padded rows
   using DsTile = PaddedTile<kBlockN, kBlockM>;
-  // dQ partial of a step: warp w owns columns [w D / kWarps, (w + 1) D / kWarps) of all kBlockM rows
-  static constexpr int kDqCols = D / kWarps;
+  // dQ partial of a step ([kBlockM, D]): a grid of kDqWarpsM x kDqWarpsN warps, each kDqRows x kDqCols
+  static constexpr int kDqWarpsN = kWarps < D / 16 ? kWarps : D / 16;  // at least two n8 blocks each
+  static constexpr int kDqWarpsM = kWarps / kDqWarpsN;
+  static constexpr int kDqCols = D / kDqWarpsN;
+  static constexpr int kDqRows = kBlockM / kDqWarpsM;
   static constexpr int kDqNBlocks = kDqCols / 8;
-  static constexpr int kDqMTiles = kBlockM / 16;
+  static constexpr int kDqMTiles = kDqRows / 16;
+  static_assert(kDqRows % 16 == 0, "whole m16 tiles per warp");
   static_assert(kDqNBlocks % 2 == 0, "dQ columns per warp in pairs of n8 blocks");
   // K, V; two stages of (Q, dO) and of (L log2 e, D): step i + 1's load while step i computes
   static constexpr int kStageElements = 2 * kBlockM * D;  // Q and dO of one stage
@@ -81,7 +85,7 @@ __device__ inline void add_dq_partial(const BackwardParams& p, const T* sDs, con
   using KVTile = typename Cfg::KVTile;
   using DsTile = typename Cfg::DsTile;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int col0 = warp * Cfg::kDqCols;
+  const int col0 = warp % Cfg::kDqWarpsN * Cfg::kDqCols, row0 = warp / Cfg::kDqWarpsN * Cfg::kDqRows;
   float acc[Cfg::kDqMTiles][Cfg::kDqNBlocks][4];
 #pragma unroll
   for (int mt = 0; mt < Cfg::kDqMTiles; ++mt) {
@@ -92,7 +96,7 @@ __device__ inline void add_dq_partial(const BackwardParams& p, const T* sDs, con
   for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
     uint32_t a[Cfg::kDqMTiles][4];
 #pragma unroll
-    for (int mt = 0; mt < Cfg::kDqMTiles; ++mt) load_a_trans<DsTile>(a[mt], sDs, mt * 16, kk * 16);
+    for (int mt = 0; mt < Cfg::kDqMTiles; ++mt) load_a_trans<DsTile>(a[mt], sDs, row0 + mt * 16, kk * 16);
 #pragma unroll
     for (int nb = 0; nb < Cfg::kDqNBlocks; nb += 2) {
       uint32_t bf[4];
@@ -109,7 +113,7 @@ __device__ inline void add_dq_partial(const BackwardParams& p, const T* sDs, con
   for (int mt = 0; mt < Cfg::kDqMTiles; ++mt) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int row = q0 + mt * 16 + g + 8 * r;
+      const int row = q0 + row0 + mt * 16 + g + 8 * r;
       if (row >= p.shape.seq_q) continue;
       float* dst = p.dq_accum + (stat_row0 + row) * D + col0 + 2 * t;
 #pragma unroll

@@ -39,25 +39,37 @@ void forward(const ForwardParams& p, cudaStream_t stream) {
   }
 }
 
+// The dK/dV pass with kW warps (16 keys each) and dQ delivered per kDq.
+template <class T, int D, int kW, DqMode kDq>
+void launch_dk_dv(const BackwardParams& p, cudaStream_t stream, const char* name) {
+  using Cfg = DkDvConfig<D, kW, kBwdStep<D>>;
+  constexpr int kSmem = kDq == DqMode::separate_pass ? Cfg::kSmemBytes : Cfg::kSmemBytesWithDs;
+  auto* kernel = dk_dv_kernel<T, D, kW, kBwdStep<D>, kDq>;
+  allow_smem(kernel, kSmem, name);
+  const dim3 grid((p.shape.seq_k + Cfg::kBlockN - 1) / Cfg::kBlockN, p.shape.heads_kv, p.shape.batch);
+  kernel<<<grid, Cfg::kThreads, kSmem, stream>>>(p);
+  check_launch(name);
+}
+
 template <class T, int D>
 void backward(const BackwardParams& p, cudaStream_t stream) {
   if (!p.deterministic && p.dq_accum == nullptr) throw std::runtime_error("fa2_backward: the fast mode needs the dq_accum workspace");
   launch_delta<T>(p, stream, "fa2_backward delta");
-  using KvCfg = DkDvConfig<D, kWarps, kBwdStep<D>>;
-  const dim3 kv_grid((p.shape.seq_k + KvCfg::kBlockN - 1) / KvCfg::kBlockN, p.shape.heads_kv, p.shape.batch);
   if (!p.deterministic) {  // fast: dQ partials added with atomics by the dk_dv pass
     check_launch_result(cudaMemsetAsync(p.dq_accum, 0, dq_accum_bytes(p), stream), "fa2_backward dq_accum");
-    auto* dk_dv = dk_dv_kernel<T, D, kWarps, kBwdStep<D>, DqMode::atomic>;
-    allow_smem(dk_dv, KvCfg::kSmemBytesWithDs, "fa2_backward dk_dv");
-    dk_dv<<<kv_grid, KvCfg::kThreads, KvCfg::kSmemBytesWithDs, stream>>>(p);
-    check_launch("fa2_backward dk_dv (atomic dQ)");
+    if (p.dk_dv_keys == 128) {
+      launch_dk_dv<T, D, 8, DqMode::atomic>(p, stream, "fa2_backward dk_dv (atomic dQ, 128 keys)");
+    } else {
+      launch_dk_dv<T, D, 4, DqMode::atomic>(p, stream, "fa2_backward dk_dv (atomic dQ)");
+    }
     launch_dq_convert<T>(p, p.shape.scale, stream, "fa2_backward dq_convert");
     return;
   }
-  auto* dk_dv = dk_dv_kernel<T, D, kWarps, kBwdStep<D>, DqMode::separate_pass>;
-  allow_smem(dk_dv, KvCfg::kSmemBytes, "fa2_backward dk_dv");
-  dk_dv<<<kv_grid, KvCfg::kThreads, KvCfg::kSmemBytes, stream>>>(p);
-  check_launch("fa2_backward dk_dv");
+  if (p.dk_dv_keys == 128) {
+    launch_dk_dv<T, D, 8, DqMode::separate_pass>(p, stream, "fa2_backward dk_dv (128 keys)");
+  } else {
+    launch_dk_dv<T, D, 4, DqMode::separate_pass>(p, stream, "fa2_backward dk_dv");
+  }
 
   using QCfg = DqConfig<D, kWarps, kBwdStep<D>>;
   constexpr int kDqSmem = (2 * QCfg::kBlockM * D + 2 * kBwdStep<D> * D) * 2;

@@ -48,6 +48,8 @@ struct GpuSubject {
 const GpuSubject kGpuSubjects[] = {
     {"fa2", "cuda.fa2", {}, cpu::make_cpu_fa2, {Op::fwd, Op::bwd}, 0},
     {"fa2_fast", "cuda.fa2.fast", {}, cpu::make_cpu_fa2, {Op::bwd}, 0},
+    {"fa2_bwd_keys_128", "cuda.fa2", {{"bwd_keys", "128"}}, cpu::make_cpu_fa2, {Op::bwd}, 0},
+    {"fa2_fast_bwd_keys_128", "cuda.fa2.fast", {{"bwd_keys", "128"}}, cpu::make_cpu_fa2, {Op::bwd}, 0},
     {"fa1", "cuda.fa1", {}, cpu::make_cpu_fa1, {Op::fwd, Op::bwd}, 64},
 };
 
