@@ -174,12 +174,16 @@ __device__ inline void dk_dv_key_tile(const BackwardParams& p, int n_tile, int h
   // The steps: every query tile from m_begin on of each query head of the group, in order. Step i + 1's
   // Q and dO load (cp.async) and its L and D (registers) while step i computes.
   const int per_head = tiles_m - m_begin, steps = group * per_head;
+  // (loaders at the group's first query head; a step adds its head's offset)
+  const TileLoader<kBlockM, D, Cfg::kThreads, T> q_loader(
+      static_cast<const T*>(p.q.data) + b * p.q.batch + static_cast<std::int64_t>(hk) * group * p.q.head, p.q.row);
+  const TileLoader<kBlockM, D, Cfg::kThreads, T> g_loader(
+      static_cast<const T*>(p.dout.data) + b * p.dout.batch + static_cast<std::int64_t>(hk) * group * p.dout.head, p.dout.row);
   const auto issue_step = [&](int step, int stage, float& l_next, float& d_next) {
-    const int h = hk * group + step / per_head, q0 = (m_begin + step % per_head) * kBlockM;
+    const int gh = step / per_head, h = hk * group + gh, q0 = (m_begin + step % per_head) * kBlockM;
     T* sQn = sStage0 + stage * Cfg::kStageElements;
-    load_tile_async<kBlockM, D, Cfg::kThreads>(sQn, static_cast<const T*>(p.q.data) + b * p.q.batch + h * p.q.head, p.q.row, q0, s.seq_q);
-    load_tile_async<kBlockM, D, Cfg::kThreads>(sQn + kBlockM * D, static_cast<const T*>(p.dout.data) + b * p.dout.batch + h * p.dout.head,
-                                               p.dout.row, q0, s.seq_q);
+    q_loader.load(sQn, q0, s.seq_q, gh * p.q.head);
+    g_loader.load(sQn + kBlockM * D, q0, s.seq_q, gh * p.dout.head);
     cp_async_commit();
     static_assert(kBlockM <= Cfg::kThreads, "one row's statistics per thread");
     const std::int64_t row = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q + q0 + threadIdx.x;

@@ -85,9 +85,10 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
   T* const sK0 = sK;  // stage s of K at sK0 + s * kBlockN * D, of V at sV0 + s * kBlockN * D
   T* const sV0 = sK0 + Cfg::kStages * kBlockN * D;
   load_tile_async<Cfg::kBlockM, D, Cfg::kThreads>(sQ, q, p.q.row, row0, s.seq_q);
+  const TileLoader<kBlockN, D, Cfg::kThreads, T> k_loader(k, p.k.row), v_loader(v, p.v.row);
   if (n_tiles > 0) {
-    load_tile_async<kBlockN, D, Cfg::kThreads>(sK0, k, p.k.row, 0, s.seq_k);
-    load_tile_async<kBlockN, D, Cfg::kThreads>(sV0, v, p.v.row, 0, s.seq_k);
+    k_loader.load(sK0, 0, s.seq_k);
+    v_loader.load(sV0, 0, s.seq_k);
   }
   cp_async_commit();
 
@@ -118,8 +119,8 @@ __global__ void __launch_bounds__(32 * kWarps) fa2_forward_kernel(const ForwardP
     if (j + 1 < n_tiles) {
       T* sKn = sK0 + ((j + 1) % Cfg::kStages) * kBlockN * D;
       T* sVn = sV0 + ((j + 1) % Cfg::kStages) * kBlockN * D;
-      load_tile_async<kBlockN, D, Cfg::kThreads>(sKn, k, p.k.row, (j + 1) * kBlockN, s.seq_k);
-      load_tile_async<kBlockN, D, Cfg::kThreads>(sVn, v, p.v.row, (j + 1) * kBlockN, s.seq_k);
+      k_loader.load(sKn, (j + 1) * kBlockN, s.seq_k);
+      v_loader.load(sVn, (j + 1) * kBlockN, s.seq_k);
       cp_async_commit();
     }
     if constexpr (Cfg::kQInRegisters) {

@@ -95,25 +95,47 @@ struct PaddedTile {
   __device__ static int fragment_offset(int lane_off, int row0, int col0) { return lane_off + row0 * kStride + col0; }
 };
 
-// Loads rows [row0, row0 + Rows) of a [n_rows, Cols] strided global tensor into a swizzled tile with
-// all threads of the block; rows at or past n_rows become zeros. stride: elements between rows.
-// Thread x copies chunk x % kChunks of rows x / kChunks + p R (R = Threads / kChunks rows per pass, a
-// multiple of 8): its swizzle (row % 8) is the same in every pass, so each pass costs one address add
-// on each side and the cp.async; the addresses are computed once.
+// A thread's share of loading [Rows, Cols] tiles of one strided global tensor into swizzled tiles, with
+// all threads of the block. Thread x copies chunk x % kChunks of rows x / kChunks + p R (R = Threads /
+// kChunks rows per pass, a multiple of 8): its swizzle (row % 8) is the same in every pass. The
+// addresses that do not change between tiles are computed once, when the loader is made, so a tile
+// costs per pass one 64-bit add, one compare and the cp.async (the loop of a kernel keeps its loaders).
 template <int Rows, int Cols, int Threads, class T>
-__device__ inline void load_tile_async(T* tile, const T* base, int64_t stride, int row0, int n_rows) {
+struct TileLoader {
   using Tile = SwizzledTile<Rows, Cols>;
-  constexpr int kRowsPerPass = Threads / Tile::kChunks;
+  static constexpr int kRowsPerPass = Threads / Tile::kChunks;
   static_assert(Threads % Tile::kChunks == 0 && kRowsPerPass % 8 == 0 && Rows % kRowsPerPass == 0,
                 "whole rows per pass, a multiple of 8 (the swizzle period)");
-  const int c = threadIdx.x % Tile::kChunks, r = threadIdx.x / Tile::kChunks;
-  T* dst = tile + Tile::chunk_offset(r, c);
-  const T* src = base + static_cast<int64_t>(row0 + r) * stride + c * 8;
-#pragma unroll
-  for (int pass = 0; pass < Rows / kRowsPerPass; ++pass) {
-    const bool inside = row0 + r + pass * kRowsPerPass < n_rows;
-    cp_async_16(dst + pass * kRowsPerPass * Cols, inside ? src + pass * kRowsPerPass * stride : base, inside ? 16 : 0);
+  const T* src;         // this thread's chunk in its first row of a tile at row 0
+  int64_t row_stride;   // elements between rows
+  int dst;              // element offset of its chunk in the tile
+  int row;              // its first row within the tile
+
+  __device__ TileLoader(const T* base, int64_t stride) : row_stride(stride) {
+    const int c = threadIdx.x % Tile::kChunks;
+    row = threadIdx.x / Tile::kChunks;
+    src = base + row * stride + c * 8;
+    dst = Tile::chunk_offset(row, c);
   }
+  // Rows [row0, row0 + Rows) of the tensor at base + offset (elements; e.g. another head) into tile;
+  // rows at or past n_rows become zeros.
+  __device__ void load(T* tile, int row0, int n_rows, int64_t offset = 0) const {
+    const T* from = src + offset + row0 * row_stride;
+    const T* row_zero = src - row * row_stride;  // a valid address to name when nothing is read (row 0)
+    const int64_t pass_stride = kRowsPerPass * row_stride;
+#pragma unroll
+    for (int pass = 0; pass < Rows / kRowsPerPass; ++pass) {
+      const bool inside = row0 + row + pass * kRowsPerPass < n_rows;
+      cp_async_16(tile + dst + pass * kRowsPerPass * Cols, inside ? from : row_zero, inside ? 16 : 0);
+      from += pass_stride;
+    }
+  }
+};
+
+// One tile, loaded once (where the loader would not be reused).
+template <int Rows, int Cols, int Threads, class T>
+__device__ inline void load_tile_async(T* tile, const T* base, int64_t stride, int row0, int n_rows) {
+  TileLoader<Rows, Cols, Threads, T>(base, stride).load(tile, row0, n_rows);
 }
 
 // --- ldmatrix ------------------------------------------------------------------------------------
