@@ -41,10 +41,34 @@ status=0
 # The architectures actually compiled into the GPU test binaries (sm_90a expected for Hopper paths).
 archs=$(for t in build-gpu/tests/*_gpu_tests; do cuobjdump --list-elf "$t" 2>/dev/null; done | grep -o 'sm_[0-9a-z]*' | sort -u | tr '\n' ' ')
 row "SASS architectures" "${archs:-none}"
-# FLASHCHECK_GPU_CASES: harness cases per op and policy in the gpu tests (default 2000)
-step "gpu tests" gpu-tests.log ctest --test-dir build-gpu -L gpu -V || status=1
+# FLASHCHECK_GPU_CASES: harness cases per op and policy in the gpu tests (default 2000).
+# FLASHCHECK_GPU_SHARDS=N: run each gpu test binary as N gtest shards at once (the harness's oracle is
+# CPU work: 2000 cases of every subject in parallel fit one call of the device tool).
+gpu_shards() {
+  local fail=0 t i
+  for t in build-gpu/tests/*_gpu_tests; do
+    [ -x "$t" ] || continue
+    for ((i = 0; i < FLASHCHECK_GPU_SHARDS; i++)); do
+      GTEST_TOTAL_SHARDS=$FLASHCHECK_GPU_SHARDS GTEST_SHARD_INDEX=$i "$t" > "$out/shard-$(basename "$t")-$i.txt" 2>&1 &
+    done
+    wait_all || fail=1
+  done
+  cat "$out"/shard-*.txt
+  grep -h "tests ran\|PASSED\|FAILED" "$out"/shard-*.txt
+  return $fail
+}
+wait_all() { local rc=0 j; for j in $(jobs -p); do wait "$j" || rc=1; done; return $rc; }
+# FLASHCHECK_STEPS: which of gpu, sanitizer, cpu, bench, sdpa to run (default all)
+has() { [[ ",${FLASHCHECK_STEPS:-gpu,sanitizer,cpu,bench,sdpa}," == *",$1,"* ]]; }
+if has gpu; then
+  if [ -n "${FLASHCHECK_GPU_SHARDS:-}" ]; then
+    step "gpu tests ($FLASHCHECK_GPU_SHARDS shards)" gpu-tests.log gpu_shards || status=1
+  else
+    step "gpu tests" gpu-tests.log ctest --test-dir build-gpu -L gpu -V || status=1
+  fi
+fi
 # compute-sanitizer on the small-shape sweeps (the harness-sized tests would take hours under it)
-for tool in memcheck racecheck; do
+has sanitizer && for tool in memcheck racecheck; do
   for t in build-gpu/tests/*_gpu_tests; do
     [ -x "$t" ] || continue
     step "compute-sanitizer $tool $(basename "$t")" "sanitizer-$tool-$(basename "$t").log" \
@@ -53,15 +77,15 @@ for tool in memcheck racecheck; do
   done
 done
 # FLASHCHECK_CPU_TESTS: a ctest -R regex to run only some CPU tests (default: all but gpu and long)
-step "cpu tests (${FLASHCHECK_CPU_TESTS:-all but long})" cpu-tests.log \
+has cpu && step "cpu tests (${FLASHCHECK_CPU_TESTS:-all but long})" cpu-tests.log \
   ctest --test-dir build-gpu -LE "gpu|long" ${FLASHCHECK_CPU_TESTS:+-R "$FLASHCHECK_CPU_TESTS"} -j "$jobs" --output-on-failure || status=1
-step "precision-bench" precision-bench.log build-gpu/bin/precision-bench || status=1
+has bench && { step "precision-bench" precision-bench.log build-gpu/bin/precision-bench || status=1; }
 # The side-by-side throughput table (FLASHCHECK_BENCH_ARGS narrows it, e.g. "--n 4096 --d 128").
-step "bench" bench.log build-gpu/bin/flashcheck bench --out "$out/bench" --overwrite ${FLASHCHECK_BENCH_ARGS:-} || status=1
+has bench && { step "bench" bench.log build-gpu/bin/flashcheck bench --out "$out/bench" --overwrite ${FLASHCHECK_BENCH_ARGS:-} || status=1; }
 # PyTorch's own fused attention (torch.sdpa.*, registered when libtorch sees a CUDA device) through
 # the harness: FLASHCHECK_GPU_CHECK_CASES cases per op and format (default 500).
 # (FLASHCHECK_GPU_CHECK_CASES=0 skips them)
-[ "${FLASHCHECK_GPU_CHECK_CASES:-500}" != 0 ] && for subject in $(build-gpu/bin/flashcheck list 2>/dev/null | awk '$1 ~ /^torch\.sdpa\./ {print $1}'); do
+has sdpa && [ "${FLASHCHECK_GPU_CHECK_CASES:-500}" != 0 ] && for subject in $(build-gpu/bin/flashcheck list 2>/dev/null | awk '$1 ~ /^torch\.sdpa\./ {print $1}'); do
   step "check $subject" "check-$subject.log" build-gpu/bin/flashcheck check --subject "$subject" --op all \
     --cases "${FLASHCHECK_GPU_CHECK_CASES:-500}" --seed 2026 --no-corpus || status=1
 done
@@ -70,7 +94,8 @@ echo
 echo "commit $commit | device ${device:-none} | $(build-gpu/bin/flashcheck --version 2>/dev/null)"
 grep -E "tests passed|Skipped|Not Run" "$out/gpu-tests.log" "$out/cpu-tests.log" 2>/dev/null | sed 's/^.*\.log://' | sort -u
 [ -f "$out/bench.log" ] && { echo "== bench"; sed -n '/^TFLOP/,$p' "$out/bench.log"; }
-grep -hE "^[0-9]+: cuda\." "$out/gpu-tests.log" 2>/dev/null | sed 's/^[0-9]*: //' | sort -u
+grep -hE "^([0-9]+: )?cuda\." "$out/gpu-tests.log" 2>/dev/null | sed 's/^[0-9]*: //' | sort -u
+grep -hE "^\[  (PASSED|FAILED) +\]" "$out"/shard-*.txt 2>/dev/null | sort | uniq -c
 for log in "$out"/check-*.log; do  # the harness tables of the checks, for the record
   [ -f "$log" ] && { echo "== $(basename "$log" .log)"; grep -E "^(fwd|bwd|bwdbwd) |^check:" "$log"; }
 done
