@@ -179,8 +179,9 @@ __device__ inline void dk_dv_key_tile(const BackwardParams& p, int n_tile, int h
       static_cast<const T*>(p.q.data) + b * p.q.batch + static_cast<std::int64_t>(hk) * group * p.q.head, p.q.row);
   const TileLoader<kBlockM, D, Cfg::kThreads, T> g_loader(
       static_cast<const T*>(p.dout.data) + b * p.dout.batch + static_cast<std::int64_t>(hk) * group * p.dout.head, p.dout.row);
-  const auto issue_step = [&](int step, int stage, float& l_next, float& d_next) {
-    const int gh = step / per_head, h = hk * group + gh, q0 = (m_begin + step % per_head) * kBlockM;
+  // (a step is named by its query head in the group and its query tile, advanced without a division)
+  const auto issue_step = [&](int gh, int m_tile, int stage, float& l_next, float& d_next) {
+    const int h = hk * group + gh, q0 = m_tile * kBlockM;
     T* sQn = sStage0 + stage * Cfg::kStageElements;
     q_loader.load(sQn, q0, s.seq_q, gh * p.q.head);
     g_loader.load(sQn + kBlockM * D, q0, s.seq_q, gh * p.dout.head);
@@ -200,17 +201,19 @@ __device__ inline void dk_dv_key_tile(const BackwardParams& p, int n_tile, int h
   };
   if (steps > 0) {
     float l0, d0;
-    issue_step(0, 0, l0, d0);
+    issue_step(0, m_begin, 0, l0, d0);
     store_stats(0, l0, d0);
   }
+  int gh = 0, m_tile = m_begin;  // this step's
   for (int step = 0; step < steps; ++step) {
     const int stage = step & 1;
-    const int h = hk * group + step / per_head, q0 = (m_begin + step % per_head) * kBlockM;
+    const int h = hk * group + gh, q0 = m_tile * kBlockM;
+    const int next_gh = m_tile + 1 < tiles_m ? gh : gh + 1, next_m = m_tile + 1 < tiles_m ? m_tile + 1 : m_begin;
     const std::int64_t stat_row0 = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q;
     cp_async_wait<0>();
     __syncthreads();  // this step's tiles and statistics are in; every warp is done with the other stage
     float l_next = 0.f, d_next = 0.f;
-    if (step + 1 < steps) issue_step(step + 1, stage ^ 1, l_next, d_next);
+    if (step + 1 < steps) issue_step(next_gh, next_m, stage ^ 1, l_next, d_next);
     const T* sQ = sStage0 + stage * Cfg::kStageElements;
     const T* sG = sQ + kBlockM * D;  // dO
     const float* sL = sStat0 + stage * 2 * kBlockM;
@@ -286,6 +289,7 @@ __device__ inline void dk_dv_key_tile(const BackwardParams& p, int n_tile, int h
       }
     }
     if (step + 1 < steps) store_stats(stage ^ 1, l_next, d_next);  // (nobody reads that stage before the next barrier)
+    gh = next_gh, m_tile = next_m;
   }
   cp_async_wait<0>();  // (no query tile: the K, V load is still in flight)
 
