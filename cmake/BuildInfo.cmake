@@ -2,13 +2,12 @@
 # changes so an unchanged commit does not relink anything.
 execute_process(COMMAND git -C "${SOURCE_DIR}" rev-parse --short=12 HEAD
                 OUTPUT_VARIABLE GIT_COMMIT OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0 OR GIT_COMMIT STREQUAL "")
-  # A copy without .git (e.g. the tree sent to the GPU machine) can name its commit explicitly.
-  if(DEFINED ENV{FLASHCHECK_COMMIT})
-    set(GIT_COMMIT "$ENV{FLASHCHECK_COMMIT}")
-  else()
-    set(GIT_COMMIT "unknown")
-  endif()
+# A copy of the tree (e.g. the one sent to the GPU machine) names its commit explicitly: its .git, if it
+# has one, need not be the tree's (the GPU machine's copy reported this session's first commit).
+if(DEFINED ENV{FLASHCHECK_COMMIT})
+  set(GIT_COMMIT "$ENV{FLASHCHECK_COMMIT}")
+elseif(NOT rc EQUAL 0 OR GIT_COMMIT STREQUAL "")
+  set(GIT_COMMIT "unknown")
 endif()
 execute_process(COMMAND git -C "${SOURCE_DIR}" status --porcelain --untracked-files=no
                 OUTPUT_VARIABLE GIT_STATUS OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
