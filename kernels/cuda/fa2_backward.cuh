@@ -70,18 +70,8 @@ struct DkDvConfig {
   static_assert(kDqNBlocks % 2 == 0, "dQ columns per warp in pairs of n8 blocks");
   // K, V; two stages of (Q, dO) and of (L log2 e, D): step i + 1's load while step i computes
   static constexpr int kStageElements = 2 * kBlockM * D;  // Q and dO of one stage
-  // P^T (fp32 and rounded) and dS^T (rounded) of a step, [key][query row]: exchanged within warp pairs
-  using PTile = DsTile;
-  static constexpr int kPfStride = kBlockM + 4;  // fp32 rows padded by 16 bytes
-  static constexpr int kSmemBytes =
-      (2 * kBlockN * D + 2 * kStageElements) * 2 + 2 * 2 * kBlockM * 4 + 2 * DsTile::kElements * 2 + kBlockN * kPfStride * 4;
-  static constexpr int kSmemBytesWithDs = kSmemBytes;  // (dS^T is staged in every mode now)
-  // Warp pairs: pair w / 2 owns keys [32 (w / 2), + 32) of the block; within a pair, warp h = w % 2
-  // forms S^T (h = 0, from K and Q) or dP^T (h = 1, from V and dO) for those keys in the first phase and
-  // owns dK and dV's columns [h D / 2, + D / 2) in the second.
-  static_assert(kWarps % 2 == 0, "warps in pairs");
-  static constexpr int kHalfD = D / 2;
-  static constexpr int kHalfDBlocks = kHalfD / 8;
+  static constexpr int kSmemBytes = (2 * kBlockN * D + 2 * kStageElements) * 2 + 2 * 2 * kBlockM * 4;
+  static constexpr int kSmemBytesWithDs = kSmemBytes + DsTile::kElements * 2;
 };
 
 // dQ's partial from one dk_dv step, dS K_j for the step's kBlockM query rows, added to the fp32
@@ -154,10 +144,7 @@ __device__ inline void dk_dv_key_tile(const BackwardParams& p, int n_tile, int h
   T* sStage0 = sV + kBlockN * D;  // stage x: Q at sStage0 + x kStageElements, dO kBlockM D after it
   // L log2 e (+inf past Nq and for rows with no visible key) and D of stage x at sStat0 + x 2 kBlockM
   float* sStat0 = reinterpret_cast<float*>(sStage0 + 2 * Cfg::kStageElements);
-  T* sDs = reinterpret_cast<T*>(sStat0 + 4 * kBlockM);  // dS^T, rounded to T
-  T* sP = sDs + DsTile::kElements;                       // P^T, rounded to T
-  float* sPf = reinterpret_cast<float*>(sP + DsTile::kElements);  // P^T in fp32 (dS is formed from it)
-  using PTile = typename Cfg::PTile;
+  T* sDs = reinterpret_cast<T*>(sStat0 + 4 * kBlockM);  // dS^T, rounded to T (kDqHere only)
 
   const AttentionShapeParams& s = p.shape;
   const int group = s.heads_q / s.heads_kv;
@@ -173,18 +160,13 @@ __device__ inline void dk_dv_key_tile(const BackwardParams& p, int n_tile, int h
   load_tile_async<kBlockN, D, Cfg::kThreads>(sV, v, p.v.row, key0, s.seq_k);
   cp_async_commit();
 
-  const int pair = warp / 2, half = warp % 2, pair_key0 = pair * 32;  // (see DkDvConfig)
-  float dk[2][Cfg::kHalfDBlocks][4], dv[2][Cfg::kHalfDBlocks][4];  // keys pair_key0 + 16 mt.., columns half D / 2..
+  float dk[Cfg::kDBlocks][4], dv[Cfg::kDBlocks][4];
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt) {
+  for (int i = 0; i < Cfg::kDBlocks; ++i) {
 #pragma unroll
-    for (int i = 0; i < Cfg::kHalfDBlocks; ++i) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) dk[mt][i][c] = dv[mt][i][c] = 0.f;
-    }
+    for (int c = 0; c < 4; ++c) dk[i][c] = dv[i][c] = 0.f;
   }
-  // a barrier for the pair's two warps only (ids 1..; 0 is __syncthreads')
-  const auto pair_sync = [&] { asm volatile("bar.sync %0, 64;\n" ::"r"(1 + pair) : "memory"); };
+  const int my_key[2] = {key0 + warp * 16 + g, key0 + warp * 16 + g + 8};
 
   // Query rows that see any key of the tile: from the first key's diagonal on.
   const int first_row = causal ? max(0, key0 - offset) : 0;
@@ -237,98 +219,68 @@ __device__ inline void dk_dv_key_tile(const BackwardParams& p, int n_tile, int h
     const float* sL = sStat0 + stage * 2 * kBlockM;
     const float* sD = sL + kBlockM;
     {
-      // Phase 1: warp h = 0 forms S^T = K Q^T, warp h = 1 dP^T = V dO^T, for the pair's 32 keys against
-      // the step's kBlockM queries (each K, V fragment feeds kBlockM / 8 products, each Q, dO fragment 2).
-      float acc[2][Cfg::kMBlocks][4];
+      // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys against the tile's kBlockM queries.
+      float st[Cfg::kMBlocks][4], dpt[Cfg::kMBlocks][4];
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
+      for (int nb = 0; nb < Cfg::kMBlocks; ++nb) {
 #pragma unroll
-        for (int nb = 0; nb < Cfg::kMBlocks; ++nb) acc[mt][nb][0] = acc[mt][nb][1] = acc[mt][nb][2] = acc[mt][nb][3] = 0.f;
+        for (int c = 0; c < 4; ++c) st[nb][c] = dpt[nb][c] = 0.f;
       }
-      const T* sA = half == 0 ? sK : sV;
-      const T* sB = half == 0 ? sQ : sG;
 #pragma unroll
       for (int kk = 0; kk < Cfg::kDSteps; kk += 2) {
-        uint32_t a[2][2][4];
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-          load_a<KVTile>(a[mt][0], sA, pair_key0 + mt * 16, kk * 16);
-          load_a<KVTile>(a[mt][1], sA, pair_key0 + mt * 16, kk * 16 + 16);
-        }
+        uint32_t ka[4], ka2[4], va[4], va2[4];
+        load_a<KVTile>(ka, sK, warp * 16, kk * 16);
+        load_a<KVTile>(ka2, sK, warp * 16, kk * 16 + 16);
+        load_a<KVTile>(va, sV, warp * 16, kk * 16);
+        load_a<KVTile>(va2, sV, warp * 16, kk * 16 + 16);
 #pragma unroll
         for (int nb = 0; nb < Cfg::kMBlocks; ++nb) {
-          uint32_t bf[4];
-          load_b_nk<QTile>(bf, sB, nb * 8, kk * 16);
-#pragma unroll
-          for (int mt = 0; mt < 2; ++mt) {
-            mma_16816<T>(acc[mt][nb], a[mt][0], bf[0], bf[1]);
-            mma_16816<T>(acc[mt][nb], a[mt][1], bf[2], bf[3]);
-          }
+          uint32_t qb[4], gb[4];
+          load_b_nk<QTile>(qb, sQ, nb * 8, kk * 16);
+          load_b_nk<QTile>(gb, sG, nb * 8, kk * 16);
+          mma_16816<T>(st[nb], ka, qb[0], qb[1]);
+          mma_16816<T>(st[nb], ka2, qb[2], qb[3]);
+          mma_16816<T>(dpt[nb], va, gb[0], gb[1]);
+          mma_16816<T>(dpt[nb], va2, gb[2], gb[3]);
         }
       }
-      // P^T (h = 0) from S^T; rows past Nq (and rows with no visible key) have L = +inf, so P = 0; keys
-      // past Nk and the causal diagonal are masked only in steps that cross them. Staged in fp32 for the
-      // partner's dS^T = P^T o (dP^T - D), and rounded to T for dV.
+      // P^T and dS^T (fp32). Rows past Nq (and rows with no visible key) have L = +inf, so P = 0; keys
+      // past Nk and the causal diagonal are masked only in steps that cross them.
       const bool needs_mask = key0 + kBlockN > s.seq_k || (causal && key0 + kBlockN - 1 > q0 + offset);
-      if (half == 0) {
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
+      for (int nb = 0; nb < Cfg::kMBlocks; ++nb) {
 #pragma unroll
-          for (int nb = 0; nb < Cfg::kMBlocks; ++nb) {
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              const int kl = pair_key0 + mt * 16 + g + 8 * r, qi = nb * 8 + 2 * t, key = key0 + kl;
-              float pt[2];
-#pragma unroll
-              for (int c = 0; c < 2; ++c) {
-                const bool visible = !needs_mask || (key < s.seq_k && (!causal || key <= q0 + qi + c + offset));
-                pt[c] = visible ? fast_exp2(fmaf(acc[mt][nb][2 * r + c], scale2, -sL[qi + c])) : 0.f;
-              }
-              *reinterpret_cast<float2*>(sPf + kl * Cfg::kPfStride + qi) = make_float2(pt[0], pt[1]);
-              *reinterpret_cast<uint32_t*>(sP + PTile::offset(kl, qi)) = Storage<T>::pack(pt[0], pt[1]);
-            }
-          }
+        for (int c = 0; c < 4; ++c) {
+          const int key = my_key[c / 2], qi = nb * 8 + 2 * t + c % 2, row = q0 + qi;
+          const bool visible = !needs_mask || (key < s.seq_k && (!causal || key <= row + offset));
+          const float pt = visible ? fast_exp2(fmaf(st[nb][c], scale2, -sL[qi])) : 0.f;
+          st[nb][c] = pt;
+          dpt[nb][c] = pt * (dpt[nb][c] - sD[qi]);
         }
       }
-      pair_sync();  // P^T staged
-      if (half == 1) {
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-#pragma unroll
-          for (int nb = 0; nb < Cfg::kMBlocks; ++nb) {
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              const int kl = pair_key0 + mt * 16 + g + 8 * r, qi = nb * 8 + 2 * t;
-              const float2 pt = *reinterpret_cast<const float2*>(sPf + kl * Cfg::kPfStride + qi);
-              const float ds0 = pt.x * (acc[mt][nb][2 * r] - sD[qi]), ds1 = pt.y * (acc[mt][nb][2 * r + 1] - sD[qi + 1]);
-              *reinterpret_cast<uint32_t*>(sDs + DsTile::offset(kl, qi)) = Storage<T>::pack(ds0, ds1);
-            }
-          }
-        }
-      }
-      pair_sync();  // dS^T staged
-      // Phase 2: dV += P^T dO and dK += dS^T Q for the pair's 32 keys and this warp's half of the columns
-      // (each dO, Q fragment feeds both m-tiles).
+      // dV += P^T dO, dK += dS^T Q: P^T and dS^T rounded to T from registers.
 #pragma unroll
       for (int kk = 0; kk < Cfg::kMSteps; ++kk) {
-        uint32_t pa[2][4], sa[2][4];
+        uint32_t pa[4], sa[4];
+        a_from_c<T>(pa, st[2 * kk], st[2 * kk + 1]);
+        a_from_c<T>(sa, dpt[2 * kk], dpt[2 * kk + 1]);
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-          load_a<PTile>(pa[mt], sP, pair_key0 + mt * 16, kk * 16);
-          load_a<DsTile>(sa[mt], sDs, pair_key0 + mt * 16, kk * 16);
-        }
-#pragma unroll
-        for (int db = 0; db < Cfg::kHalfDBlocks; db += 2) {
+        for (int db = 0; db < Cfg::kDBlocks; db += 2) {
           uint32_t gb[4], qb[4];
-          load_b_kn<QTile>(gb, sG, kk * 16, half * Cfg::kHalfD + db * 8);
-          load_b_kn<QTile>(qb, sQ, kk * 16, half * Cfg::kHalfD + db * 8);
-#pragma unroll
-          for (int mt = 0; mt < 2; ++mt) {
-            mma_16816<T>(dv[mt][db], pa[mt], gb[0], gb[1]);
-            mma_16816<T>(dv[mt][db + 1], pa[mt], gb[2], gb[3]);
-            mma_16816<T>(dk[mt][db], sa[mt], qb[0], qb[1]);
-            mma_16816<T>(dk[mt][db + 1], sa[mt], qb[2], qb[3]);
-          }
+          load_b_kn<QTile>(gb, sG, kk * 16, db * 8);
+          load_b_kn<QTile>(qb, sQ, kk * 16, db * 8);
+          mma_16816<T>(dv[db], pa, gb[0], gb[1]);
+          mma_16816<T>(dv[db + 1], pa, gb[2], gb[3]);
+          mma_16816<T>(dk[db], sa, qb[0], qb[1]);
+          mma_16816<T>(dk[db + 1], sa, qb[2], qb[3]);
+        }
+        if constexpr (kDqHere) {
+          // dS^T rows (keys) warp * 16 + g and + 8, query columns 16 kk + 2t.. and + 8: the A fragment's words
+          const int key = warp * 16 + g, col = kk * 16 + 2 * t;
+          *reinterpret_cast<uint32_t*>(sDs + DsTile::offset(key, col)) = sa[0];
+          *reinterpret_cast<uint32_t*>(sDs + DsTile::offset(key + 8, col)) = sa[1];
+          *reinterpret_cast<uint32_t*>(sDs + DsTile::offset(key, col + 8)) = sa[2];
+          *reinterpret_cast<uint32_t*>(sDs + DsTile::offset(key + 8, col + 8)) = sa[3];
         }
       }
       if constexpr (kDqHere) {
@@ -345,20 +297,16 @@ __device__ inline void dk_dv_key_tile(const BackwardParams& p, int n_tile, int h
   T* dv_out = static_cast<T*>(p.dv.data) + b * p.dv.batch + hk * p.dv.head;
   const std::uint64_t row_base = (static_cast<std::uint64_t>(b) * s.heads_kv + hk) * s.seq_k;
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt) {
+  for (int r = 0; r < 2; ++r) {
+    const int key = my_key[r];
+    if (key >= s.seq_k) continue;
+    const std::uint64_t index0 = (row_base + key) * D;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int key = key0 + pair_key0 + mt * 16 + g + 8 * r;
-      if (key >= s.seq_k) continue;
-      const std::uint64_t index0 = (row_base + key) * D;
-#pragma unroll
-      for (int db = 0; db < Cfg::kHalfDBlocks; ++db) {
-        const int col = half * Cfg::kHalfD + db * 8 + 2 * t;
-        store_pair<T>(dk_out + key * p.dk.row + col, s.scale * dk[mt][db][2 * r], s.scale * dk[mt][db][2 * r + 1], p.rounding,
-                      p.grad_stream, index0 + col);
-        store_pair<T>(dv_out + key * p.dv.row + col, dv[mt][db][2 * r], dv[mt][db][2 * r + 1], p.rounding, p.grad_stream,
-                      index0 + col);
-      }
+    for (int db = 0; db < Cfg::kDBlocks; ++db) {
+      const int col = db * 8 + 2 * t;
+      store_pair<T>(dk_out + key * p.dk.row + col, s.scale * dk[db][2 * r], s.scale * dk[db][2 * r + 1], p.rounding, p.grad_stream,
+                    index0 + col);
+      store_pair<T>(dv_out + key * p.dv.row + col, dv[db][2 * r], dv[db][2 * r + 1], p.rounding, p.grad_stream, index0 + col);
     }
   }
 }

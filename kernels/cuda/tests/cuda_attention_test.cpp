@@ -99,7 +99,7 @@ TEST_P(CudaAttention, PassesTheHarnessInEveryOpAndPolicy) {
       EXPECT_EQ(r.passed + r.discarded, r.cases)
           << policy << " " << name(op) << "\n"
           << (r.failure ? r.failure->minimal + "\n" + r.failure->report.summary() : "");
-      EXPECT_LT(r.discarded, r.cases / 10);
+      EXPECT_LE(10 * r.discarded, r.cases);  // at most a tenth out of the format's range
     }
   }
 }
