@@ -25,6 +25,7 @@ _KNOWN = {
     "naive": "#7f7f7f",
     "fa1": "#1f77b4",
     "fa2": "#ff7f0e",
+    "fa2.fast": "#ffbb78",
     "fa3": "#8c564b",
     "fa4": "#2ca02c",
     "fa4.emulated": "#98df8a",
