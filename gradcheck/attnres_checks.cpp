@@ -177,11 +177,13 @@ CaseReport check_attnres_case(kernels::Subject& subject, const AttnResCase& c, O
       Tensor tb(in.dh.view().format, in.dh.view().shape, Layout::bhnd), tc(in.dh.view().format, in.dh.view().shape, Layout::bhnd);
       tb.assign(b), tc.assign(sum);
       const double n_len = chain + tokens + 8, amp = 1 + mag.logit_max;
-      const double bound = 8 * n_len * amp * u_t;
+      const double bound = 8 * n_len * amp * u_t * weight_perturbation(u_t, amp);  // (checks.cpp)
       const double underflow = 8 * n_len * std::max(format_info(p.format(Role::grad)).min_subnormal(), format_info(p.accumulate).min_subnormal());
       const auto m_b = gradient_magnitudes(oracle::attnres_magnitudes(os, v, u, w, tb.values()));
       const auto m_c = gradient_magnitudes(oracle::attnres_magnitudes(os, v, u, w, tc.values()));
-      r.properties.push_back(additivity(out, call.bwd(in, fwd, tb), call.bwd(in, fwd, tc), gradient_magnitudes(mag), m_b, m_c, bound, underflow));
+      const double output_rounding = (p.rounding == Rounding::stochastic ? 2 : 1) * unit_roundoff(p.format(Role::grad));
+      r.properties.push_back(
+          additivity(out, call.bwd(in, fwd, tb), call.bwd(in, fwd, tc), gradient_magnitudes(mag), m_b, m_c, bound, underflow, output_rounding));
     }
   } catch (const std::exception& e) {
     r.error = std::string("during the property checks: ") + e.what();

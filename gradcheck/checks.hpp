@@ -42,7 +42,11 @@
 //                 intermediates that fell below the smallest normal, see checks.cpp)
 //   additivity    g(round(a + b)) - g(a) - g(b) within 8 n A u_t of the summed terms' magnitude (the
 //                 rounding of three evaluations and of the input a + b; n = d + dv + Nq + Nk + 8, A = 1 +
-//                 the largest logit magnitude), plus 8 n smallest subnormals for gradual underflow
+//                 the largest logit magnitude), plus 8 n smallest subnormals for gradual underflow, plus
+//                 the final rounding of the three outputs, u_t (2 u_t under SR) times their own size;
+//                 the term in the exact magnitudes times e^(2 u_t A), how far logits rounded to t can move
+//                 a softmax weight (checks.cpp; verdict.cpp: the case where computed terms are far from
+//                 the exact ones)
 //   self-fd       fp32 and fp64 policies: the subject's backward against central differences of its
 //                 own forward (its double backward against those of its own backward), step
 //                 balancing truncation against the format's rounding, tolerance from both
@@ -60,6 +64,10 @@
 #include "precision/metrics.hpp"
 
 namespace fc::gradcheck {
+
+// e^(2 u A), capped: the factor by which rounding logits of size up to A to unit roundoff u can move a
+// softmax weight (additivity's bound carries it).
+double weight_perturbation(double u, double amp);
 
 // The oracle's description of a case's problem (shape, mask, scale).
 oracle::AttentionProblem to_problem(const Case& c);

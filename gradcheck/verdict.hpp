@@ -82,10 +82,12 @@ PropertyCheck determinism(const Outputs& a, const Outputs& b);
 PropertyCheck zero(const Outputs& out);
 // g(2a) = 2 g(a) within 2 ULPs of each output's format plus `underflow` (checks.hpp).
 PropertyCheck homogeneity(const Outputs& once, const Outputs& twice, double underflow);
-// |g(c) - g(a) - g(b)| <= bound (m_a + m_b + m_c) + underflow, elementwise (magnitudes m per output).
+// |g(c) - g(a) - g(b)| <= bound (m_a + m_b + m_c) + underflow + output_rounding (|g(a)| + |g(b)| +
+// |g(c)|), elementwise (magnitudes m per output; output_rounding: the largest relative error of one
+// rounding of an output, u of its format under RN, 2u under SR).
 PropertyCheck additivity(const Outputs& ga, const Outputs& gb, const Outputs& gc, const std::vector<std::vector<double>>& ma,
                          const std::vector<std::vector<double>>& mb, const std::vector<std::vector<double>>& mc, double bound,
-                         double underflow);
+                         double underflow, double output_rounding);
 
 // The floor's storage term, in units of M: u_t (one rounding of a stored intermediate at another point
 // than the baseline's) under round-to-nearest. Under stochastic rounding 4 u_t: an SR rounding errs by
