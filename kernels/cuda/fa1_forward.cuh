@@ -43,8 +43,10 @@ struct Fa1ForwardConfig {
   static constexpr int kNSteps = kBlockN / 16;
   using QTile = SwizzledTile<kBlockM, D>;
   using KVTile = SwizzledTile<kBlockN, D>;
-  // K_j, V_j, and two Q buffers (the next query tile loads while this one is computed)
-  static constexpr int kSmemBytes = (2 * kBlockN * D + 2 * kBlockM * D) * 2;
+  // K_j, V_j, and two stages of the query tile's Q and O and its rows' m and l: the next query tile's
+  // load while this one is computed
+  static constexpr int kStageElements = 2 * kBlockM * D;  // Q, O
+  static constexpr int kSmemBytes = (2 * kBlockN * D + 2 * kStageElements) * 2 + 2 * 2 * kBlockM * 4;
 };
 
 template <class T, int D>
@@ -56,7 +58,8 @@ __global__ void __launch_bounds__(128) fa1_forward_kernel(const ForwardParams p)
   extern __shared__ __align__(128) unsigned char smem_bytes[];
   T* sK = reinterpret_cast<T*>(smem_bytes);
   T* sV = sK + kBlockN * D;
-  T* sQ0 = sV + kBlockN * D;  // query buffer s at sQ0 + s * kBlockM * D
+  T* sStage0 = sV + kBlockN * D;  // stage x: Q at sStage0 + x kStageElements, O kBlockM D after it
+  float* sStat0 = reinterpret_cast<float*>(sStage0 + 2 * Cfg::kStageElements);  // stage x: m, l at + x 2 kBlockM
 
   const AttentionShapeParams& s = p.shape;
   const int h = blockIdx.y, b = blockIdx.z, hk = h / (s.heads_q / s.heads_kv);
@@ -87,26 +90,50 @@ __global__ void __launch_bounds__(128) fa1_forward_kernel(const ForwardParams p)
   // Query tile i sees key tile j when its last row reaches the tile's first key.
   const auto sees = [&](int i, int j) { return !causal || j * kBlockN <= min((i + 1) * kBlockM, s.seq_q) - 1 + offset; };
 
+  const TileLoader<kBlockM, D, Cfg::kThreads, T> q_loader(q, p.q.row), o_loader(o, p.o.row);
+  const TileLoader<kBlockN, D, Cfg::kThreads, T> k_loader(k, p.k.row), v_loader(v, p.v.row);
+  // Query tile i into a stage: Q and O by cp.async (O as left by the last key tile: global writes of this
+  // block, published by a barrier, read back through L2), m and l by loads into registers (L2 too) that
+  // the thread of the row stores into the stage after the step (stage_stats).
+  const auto issue_query_tile = [&](int i, int stage, float& m_next, float& l_next) {
+    T* sQn = sStage0 + stage * Cfg::kStageElements;
+    q_loader.load(sQn, i * kBlockM, s.seq_q);
+    o_loader.load(sQn + kBlockM * D, i * kBlockM, s.seq_q);
+    cp_async_commit();
+    const int row = i * kBlockM + static_cast<int>(threadIdx.x);
+    const bool mine = threadIdx.x < kBlockM && row < s.seq_q;
+    m_next = mine ? __ldcg(m_state + row) : -INFINITY;
+    l_next = mine ? __ldcg(l_state + row) : 0.f;
+  };
+  const auto stage_stats = [&](int stage, float m, float l) {
+    if (threadIdx.x < kBlockM) sStat0[stage * 2 * kBlockM + threadIdx.x] = m, sStat0[stage * 2 * kBlockM + kBlockM + threadIdx.x] = l;
+  };
+
   for (int j = 0; j < tiles_n; ++j) {
     int i = i_begin;
     while (i < i_end && !sees(i, j)) ++i;  // visibility grows with the row: the visible tiles are a suffix
     if (i == i_end) continue;
-    __syncthreads();  // every warp is done with the previous K_j, V_j and Q buffers; m, l, O visible
-    load_tile_async<kBlockN, D, Cfg::kThreads>(sK, k, p.k.row, j * kBlockN, s.seq_k);
-    load_tile_async<kBlockN, D, Cfg::kThreads>(sV, v, p.v.row, j * kBlockN, s.seq_k);
-    load_tile_async<kBlockM, D, Cfg::kThreads>(sQ0, q, p.q.row, i * kBlockM, s.seq_q);
-    cp_async_commit();
+    __syncthreads();  // every warp is done with the previous K_j, V_j and stages; m, l, O written so far visible
+    k_loader.load(sK, j * kBlockN, s.seq_k);
+    v_loader.load(sV, j * kBlockN, s.seq_k);
+    {
+      float m0, l0;
+      issue_query_tile(i, 0, m0, l0);
+      stage_stats(0, m0, l0);
+    }
     const int key0 = j * kBlockN;
     const bool last_key_tile = j == tiles_n - 1;
     const bool tile_crosses_nk = key0 + kBlockN > s.seq_k;
     for (int stage = 0; i < i_end; ++i, stage ^= 1) {
       cp_async_wait<0>();
-      __syncthreads();  // Q_i (and K_j, V_j) landed for every thread; the other Q buffer is free
-      if (i + 1 < i_end) {
-        load_tile_async<kBlockM, D, Cfg::kThreads>(sQ0 + (stage ^ 1) * kBlockM * D, q, p.q.row, (i + 1) * kBlockM, s.seq_q);
-        cp_async_commit();
-      }
-      const T* sQ = sQ0 + stage * kBlockM * D;
+      __syncthreads();  // Q_i, O_i, m, l (and K_j, V_j) landed for every thread; the other stage is free
+      float m_next = -INFINITY, l_next = 0.f;
+      // (tile i + 1's rows are not written before its own step of this key tile: what loads now is final)
+      if (i + 1 < i_end) issue_query_tile(i + 1, stage ^ 1, m_next, l_next);
+      const T* sQ = sStage0 + stage * Cfg::kStageElements;
+      const T* sO = sQ + kBlockM * D;
+      const float* sM = sStat0 + stage * 2 * kBlockM;
+      const float* sLs = sM + kBlockM;
       const int row0 = i * kBlockM + warp * 16;
 
       // S = Q_i K_j^T (unscaled)
@@ -176,10 +203,9 @@ __global__ void __launch_bounds__(128) fa1_forward_kernel(const ForwardParams p)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int row = row0 + g + 8 * r;
-        const bool live = row < s.seq_q && m_tile[r] != -INFINITY;  // no visible key here: nothing changes
-        const float m_old = live ? m_state[row] : 0.f, l_old = live ? l_state[row] : 0.f;
-        __syncwarp();  // the quad's four reads of (m, l) come before its writer's update below
-        if (!live) continue;
+        const int local = warp * 16 + g + 8 * r;  // the row within the query tile
+        if (row >= s.seq_q || m_tile[r] == -INFINITY) continue;  // no visible key here: nothing changes
+        const float m_old = sM[local], l_old = sLs[local];
         const bool first = m_old == -INFINITY;
         const float m_new = fmaxf(m_old, m_tile[r]);
         const float old_w = first ? 0.f : __expf(m_old - m_new), new_w = __expf(m_tile[r] - m_new);
@@ -190,8 +216,8 @@ __global__ void __launch_bounds__(128) fa1_forward_kernel(const ForwardParams p)
 #pragma unroll
         for (int db = 0; db < Cfg::kDBlocks; ++db) {
           const int col = db * 8 + 2 * t;
-          float2 old = make_float2(0.f, 0.f);
-          if (!first) old = Storage<T>::unpack(*reinterpret_cast<const uint32_t*>(orow + col));
+          float2 old = make_float2(0.f, 0.f);  // (before the first visible key O holds nothing: not read)
+          if (!first) old = Storage<T>::unpack(*reinterpret_cast<const uint32_t*>(sO + QTile::offset(local, db * 8) + 2 * t));
           const float a = (carried * old.x + new_w * pv[db][2 * r]) / l_new;
           const float c = (carried * old.y + new_w * pv[db][2 * r + 1]) / l_new;
           // between key tiles O is rounded to nearest (FA1 stores it); the last tile's write is the output
@@ -199,6 +225,7 @@ __global__ void __launch_bounds__(128) fa1_forward_kernel(const ForwardParams p)
         }
         if (t == 0) m_state[row] = m_new, l_state[row] = l_new;
       }
+      if (i + 1 < i_end) stage_stats(stage ^ 1, m_next, l_next);  // (nobody reads that stage before the next barrier)
     }
   }
   cp_async_wait<0>();
