@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "gradcheck/baseline.hpp"
@@ -18,10 +19,14 @@ namespace fc::gradcheck {
 // overflow.
 double weight_perturbation(double u, double amp) { return std::exp(std::min(2 * u * amp, 700.0)); }
 
-namespace {
-// Past e^10 (2 u_t A > 10) additivity is skipped, with the reason, rather than held to a vacuous bound.
-constexpr double kIllConditionedWeights = 10;
-}  // namespace
+std::optional<PropertyCheck> additivity_undetermined(double u, double amp, const std::string& format) {
+  // Past e^10 the property is skipped, with the reason, rather than held to a vacuous bound: logits this
+  // large rounded to the format (as the baseline does) leave the softmax weights undetermined.
+  if (2 * u * amp <= 10) return std::nullopt;
+  return PropertyCheck{"additivity", true, true,
+                       "logits up to " + shortest(amp - 1) + " rounded to " + format + " move softmax weights by up to e^" +
+                           shortest(2 * u * amp) + "; no bound in exact magnitudes"};
+}
 
 oracle::AttentionProblem to_problem(const Case& c) {
   oracle::AttentionProblem p;
@@ -285,12 +290,8 @@ CaseReport check_case(kernels::Subject& subject, const Case& c, Op op, const Ver
       } else {
         r.properties.push_back({"homogeneity", true, true, "twice the cotangent would overflow"});
       }
-      if (2 * u_t * amp > kIllConditionedWeights) {
-        // Logits this large rounded to t (as the baseline does) leave the softmax weights undetermined
-        // by factors beyond e^10: no bound in the exact terms' magnitudes means anything.
-        r.properties.push_back({"additivity", true, true,
-                                "logits up to " + shortest(amp - 1) + " rounded to " + std::string(name(c.policy.format(Role::q))) +
-                                    " move softmax weights by up to e^" + shortest(2 * u_t * amp) + "; no bound in exact magnitudes"});
+      if (auto skipped = additivity_undetermined(u_t, amp, std::string(name(c.policy.format(Role::q))))) {
+        r.properties.push_back(*skipped);
       } else {  // additivity: a = the case's cotangent, b an independent one, c = round(a + b)
         const std::uint64_t seed = c.seed;
         const auto add = [&](const Tensor& a, std::uint32_t stream) {

@@ -52,6 +52,7 @@
 //                 balancing truncation against the format's rounding, tolerance from both
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,9 @@ namespace fc::gradcheck {
 // e^(2 u A), capped: the factor by which rounding logits of size up to A to unit roundoff u can move a
 // softmax weight (additivity's bound carries it).
 double weight_perturbation(double u, double amp);
+// The additivity property, skipped with its reason, when 2 u A > 10 (the weights move by more than e^10);
+// empty where the property applies. Both families' checks use it.
+std::optional<PropertyCheck> additivity_undetermined(double u, double amp, const std::string& format);
 
 // The oracle's description of a case's problem (shape, mask, scale).
 oracle::AttentionProblem to_problem(const Case& c);

@@ -54,6 +54,7 @@ class CudaAttentionSubject : public Subject {
     if (op == Op::fwd) {
       ForwardParams p;
       p.shape = shape_params(c.shape, c.mask, c.scale), p.type = type;
+      configure(p);
       p.q = q.view, p.k = k.view, p.v = v.view;
       DeviceOutput o = device_output(c.out_o, who, "O");
       DeviceBuffer lse(rows * sizeof(float), who, "L");
@@ -71,6 +72,7 @@ class CudaAttentionSubject : public Subject {
     }
     BackwardParams p;
     p.shape = shape_params(c.shape, c.mask, c.scale), p.type = type;
+    configure(p);
     p.q = q.view, p.k = k.view, p.v = v.view;
     DeviceInput o = to_device(c.o, who, "O"), dout = to_device(c.dout, who, "dO");
     p.o = o.view, p.dout = dout.view;
@@ -109,6 +111,7 @@ class CudaAttentionSubject : public Subject {
     };
     ForwardParams f;
     f.shape = shape_params(r.shape, r.mask, r.scale), f.type = type;
+    configure(f);
     f.q = contiguous(q, sh.heads_q, sh.seq_q), f.k = contiguous(k, sh.heads_kv, sh.seq_k), f.v = contiguous(v, sh.heads_kv, sh.seq_k);
     f.o = contiguous_out(o, sh.heads_q, sh.seq_q), f.lse = static_cast<float*>(lse.get());
     const Workspace fws = forward_workspace(f, rows);
@@ -122,7 +125,9 @@ class CudaAttentionSubject : public Subject {
     DeviceBuffer dout(nq * 2, who, "dO"), dq(nq * 2, who, "dQ"), dk(nk * 2, who, "dK"), dv(nk * 2, who, "dV");
     launch(who, "filling dO", [&] { fill_normal(dout.get(), nq, type, r.seed, 4); });
     BackwardParams b;
-    b.shape = f.shape, b.type = type, b.q = f.q, b.k = f.k, b.v = f.v, b.o = contiguous(o, sh.heads_q, sh.seq_q);
+    b.shape = f.shape, b.type = type;
+    configure(b);
+    b.q = f.q, b.k = f.k, b.v = f.v, b.o = contiguous(o, sh.heads_q, sh.seq_q);
     b.dout = contiguous(dout, sh.heads_q, sh.seq_q), b.lse = f.lse;
     const Workspace bws = backward_workspace(b, rows);
     b.dq = contiguous_out(dq, sh.heads_q, sh.seq_q), b.dk = contiguous_out(dk, sh.heads_kv, sh.seq_k);
@@ -151,7 +156,6 @@ class CudaAttentionSubject : public Subject {
   };
   Workspace forward_workspace(ForwardParams& p, std::size_t rows) const {
     Workspace w;
-    configure(p);
     if (needs_row_state()) {
       w.row_state = DeviceBuffer(2 * rows * sizeof(float), info_.name, "the running m and l");
       p.row_state = static_cast<float*>(w.row_state.get());
@@ -160,7 +164,6 @@ class CudaAttentionSubject : public Subject {
   }
   Workspace backward_workspace(BackwardParams& p, std::size_t rows) const {
     Workspace w;
-    configure(p);
     w.delta = DeviceBuffer(rows * sizeof(float), info_.name, "D");
     p.delta = static_cast<float*>(w.delta.get());
     if (needs_dq_accum()) {

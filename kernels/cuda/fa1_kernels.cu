@@ -40,18 +40,15 @@ void forward(const ForwardParams& p, cudaStream_t stream) {
   check_launch("fa1_forward");
 }
 
-// Query steps of 64 rows (32 at d = 128, as fa2's dk_dv: registers), 64 keys per tile (cpu.fa1's block_k).
-template <int D>
-constexpr int kBwdStep = D > 64 ? 32 : 64;
-
+// 64 keys per tile (cpu.fa1's block_k: DkDvConfig's 16 per warp x 4 warps), query steps of kDkDvStep.
 template <class T, int D>
 void backward(const BackwardParams& p, cudaStream_t stream) {
   if (p.dq_accum == nullptr || p.delta == nullptr) throw std::runtime_error("fa1_backward: needs the delta and dq_accum workspaces");
   launch_delta<T>(p, stream, "fa1_backward delta");
   check_launch_result(cudaMemsetAsync(p.dq_accum, 0, dq_accum_bytes(p), stream), "fa1_backward dq_accum");
-  using Cfg = DkDvConfig<D, 4, kBwdStep<D>>;
+  using Cfg = DkDvConfig<D, 4, kDkDvStep<D>>;
   static_assert(Cfg::kBlockN == 64, "cpu.fa1's key tile");
-  auto* kernel = dk_dv_kernel<T, D, 4, kBwdStep<D>, DqMode::sequential>;
+  auto* kernel = dk_dv_kernel<T, D, 4, kDkDvStep<D>, DqMode::sequential>;
   allow_smem(kernel, Cfg::kSmemBytesWithDs, "fa1_backward");
   kernel<<<dim3(1, p.shape.heads_kv, p.shape.batch), Cfg::kThreads, Cfg::kSmemBytesWithDs, stream>>>(p);
   check_launch("fa1_backward key/value-outer pass");

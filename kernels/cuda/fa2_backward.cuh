@@ -44,6 +44,11 @@ __global__ void delta_kernel(const BackwardParams p) {
   }
 }
 
+// Query rows per dk_dv step (and keys per dq tile): 64, or 32 at d = 128, where 64 spills (registers).
+// FA1's backward runs the same pass with the same steps.
+template <int D>
+constexpr int kDkDvStep = D > 64 ? 32 : 64;
+
 // How the dk_dv pass delivers dQ (see the top of the file).
 enum class DqMode { separate_pass, atomic, sequential };
 

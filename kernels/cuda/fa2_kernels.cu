@@ -11,12 +11,10 @@
 namespace fc::kernels::cuda {
 namespace {
 
-// Tile shapes (notes: kernels/cuda/NOTES.md). Forward: ForwardParams::tile. dK/dV:
-// 4 warps, 64 keys, query steps of 64 rows (32 at d = 128, where 64 spills); dQ: 64 query rows, key
-// tiles of 64 (32 at d = 128).
+// Tile shapes (notes: kernels/cuda/NOTES.md). Forward: ForwardParams::tile. dK/dV: 4 warps (8 with
+// bwd_keys=128), 16 keys each, query steps of kDkDvStep<D> rows; dQ: 64 query rows, key tiles of
+// kDkDvStep<D>.
 constexpr int kWarps = 4;
-template <int D>
-constexpr int kBwdStep = D > 64 ? 32 : 64;
 
 template <class T, int D, int kW, int kBN, int kMT>
 void forward_with(const ForwardParams& p, cudaStream_t stream) {
@@ -42,9 +40,9 @@ void forward(const ForwardParams& p, cudaStream_t stream) {
 // The dK/dV pass with kW warps (16 keys each) and dQ delivered per kDq.
 template <class T, int D, int kW, DqMode kDq>
 void launch_dk_dv(const BackwardParams& p, cudaStream_t stream, const char* name) {
-  using Cfg = DkDvConfig<D, kW, kBwdStep<D>>;
+  using Cfg = DkDvConfig<D, kW, kDkDvStep<D>>;
   constexpr int kSmem = kDq == DqMode::separate_pass ? Cfg::kSmemBytes : Cfg::kSmemBytesWithDs;
-  auto* kernel = dk_dv_kernel<T, D, kW, kBwdStep<D>, kDq>;
+  auto* kernel = dk_dv_kernel<T, D, kW, kDkDvStep<D>, kDq>;
   allow_smem(kernel, kSmem, name);
   const dim3 grid((p.shape.seq_k + Cfg::kBlockN - 1) / Cfg::kBlockN, p.shape.heads_kv, p.shape.batch);
   kernel<<<grid, Cfg::kThreads, kSmem, stream>>>(p);
@@ -71,9 +69,9 @@ void backward(const BackwardParams& p, cudaStream_t stream) {
     launch_dk_dv<T, D, 4, DqMode::separate_pass>(p, stream, "fa2_backward dk_dv");
   }
 
-  using QCfg = DqConfig<D, kWarps, kBwdStep<D>>;
-  constexpr int kDqSmem = (2 * QCfg::kBlockM * D + 2 * kBwdStep<D> * D) * 2;
-  auto* dq = dq_kernel<T, D, kWarps, kBwdStep<D>>;
+  using QCfg = DqConfig<D, kWarps, kDkDvStep<D>>;
+  constexpr int kDqSmem = (2 * QCfg::kBlockM * D + 2 * kDkDvStep<D> * D) * 2;
+  auto* dq = dq_kernel<T, D, kWarps, kDkDvStep<D>>;
   allow_smem(dq, kDqSmem, "fa2_backward dq");
   const dim3 q_grid((p.shape.seq_q + QCfg::kBlockM - 1) / QCfg::kBlockM, p.shape.heads_q, p.shape.batch);
   dq<<<q_grid, QCfg::kThreads, kDqSmem, stream>>>(p);
