@@ -54,6 +54,10 @@ struct ForwardParams {
   float* row_state = nullptr;  // workspace [2, B, Hq, Nq] fp32, cuda.fa1's running m and l (unused by fa2)
 };
 
+// The dK/dV pass's work split (fa2): each warp owns 16 keys across all of d (fa2_backward.cuh), or
+// FA2's tiled blocks of 128 keys x 64 rows with P and dS staged in shared memory (fa2_backward_tiled.cuh).
+enum class DkDvLayout : std::uint8_t { warp_keys, tiled };
+
 struct BackwardParams {
   AttentionShapeParams shape;
   StorageType type = StorageType::bf16;
@@ -63,7 +67,8 @@ struct BackwardParams {
   float* delta = nullptr;      // workspace [B, Hq, Nq]: D = rowsum(dO o O)
   float* dq_accum = nullptr;   // workspace [B, Hq, Nq, d] fp32: the dQ sum of fa2's fast mode and of fa1
   bool deterministic = true;   // fa2: dQ by its own query-tiled pass (no atomics) rather than atomics
-  int dk_dv_keys = 64;         // fa2: keys per block of the dK/dV pass, 64 (4 warps) or 128 (8 warps)
+  DkDvLayout dk_dv_layout = DkDvLayout::warp_keys;
+  int dk_dv_keys = 64;         // fa2, warp_keys layout: keys per block, 64 (4 warps) or 128 (8 warps)
   OutputRounding rounding;
   std::uint32_t grad_stream = 0;  // Philox stream of the gradients (PrecisionPolicy::stream(Role::grad))
 };

@@ -247,7 +247,10 @@ class CudaFa2 final : public CudaAttentionSubject {
     info_.options = {{"fwd_tile", "auto",
                       "forward tile: 64x64, 128x64, 128x48, 128x32 (4 warps), 128x64w8 (8 warps), or auto (128x64: the fastest measured at "
                       "d = 64 and 128, kernels/cuda/NOTES.md)"},
-                     {"bwd_keys", "64", "keys per block of the dK/dV pass: 64 (4 warps) or 128 (8 warps)"}};
+                     {"bwd_keys", "64", "keys per block of the dK/dV pass in the warp_keys layout: 64 (4 warps) or 128 (8 warps)"},
+                     {"bwd_layout", "warp_keys",
+                      "work split of the dK/dV pass: warp_keys (each warp owns 16 keys across all of d) or tiled (FA2's: 128 keys x "
+                      "64 rows per step over 8 warps, P and dS staged in shared memory)"}};
   }
 
   void set_option(const std::string& name, const std::string& value) override {
@@ -256,7 +259,12 @@ class CudaFa2 final : public CudaAttentionSubject {
       info_.options[1].value = value;
       return;
     }
-    if (name != "fwd_tile") throw SubjectError(info_.name + ": no option " + name + " (fwd_tile, bwd_keys)");
+    if (name == "bwd_layout") {
+      if (value != "warp_keys" && value != "tiled") throw SubjectError(info_.name + ": bwd_layout=" + value + ": warp_keys or tiled");
+      info_.options[2].value = value;
+      return;
+    }
+    if (name != "fwd_tile") throw SubjectError(info_.name + ": no option " + name + " (fwd_tile, bwd_keys, bwd_layout)");
     if (value != "auto" && value != "64x64" && value != "128x64" && value != "128x48" && value != "128x32" && value != "128x64w8") {
       throw SubjectError(info_.name + ": fwd_tile=" + value + ": one of auto, 64x64, 128x64, 128x48, 128x32, 128x64w8");
     }
@@ -271,6 +279,7 @@ class CudaFa2 final : public CudaAttentionSubject {
   void configure(BackwardParams& p) const override {
     p.deterministic = info_.deterministic;
     p.dk_dv_keys = info_.options[1].value == "128" ? 128 : 64;
+    p.dk_dv_layout = info_.options[2].value == "tiled" ? DkDvLayout::tiled : DkDvLayout::warp_keys;
   }
 
  private:

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/cuda/fa2_backward.cuh"
+#include "kernels/cuda/fa2_backward_tiled.cuh"
 #include "kernels/cuda/fa2_forward.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
 
@@ -49,13 +50,27 @@ void launch_dk_dv(const BackwardParams& p, cudaStream_t stream, const char* name
   check_launch(name);
 }
 
+// The dK/dV pass in FA2's tiled layout (128 keys, 8 warps), with dQ partials added by atomics or not.
+template <class T, int D, bool kDqHere>
+void launch_dk_dv_tiled(const BackwardParams& p, cudaStream_t stream, const char* name) {
+  using Cfg = TiledDkDvConfig<D>;
+  auto* kernel = dk_dv_tiled_kernel<T, D, kDqHere>;
+  allow_smem(kernel, Cfg::kSmemBytes, name);
+  const dim3 grid((p.shape.seq_k + Cfg::kBlockN - 1) / Cfg::kBlockN, p.shape.heads_kv, p.shape.batch);
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
+  check_launch(name);
+}
+
 template <class T, int D>
 void backward(const BackwardParams& p, cudaStream_t stream) {
+  const bool tiled = p.dk_dv_layout == DkDvLayout::tiled;
   if (!p.deterministic && p.dq_accum == nullptr) throw std::runtime_error("fa2_backward: the fast mode needs the dq_accum workspace");
   launch_delta<T>(p, stream, "fa2_backward delta");
   if (!p.deterministic) {  // fast: dQ partials added with atomics by the dk_dv pass
     check_launch_result(cudaMemsetAsync(p.dq_accum, 0, dq_accum_bytes(p), stream), "fa2_backward dq_accum");
-    if (p.dk_dv_keys == 128) {
+    if (tiled) {
+      launch_dk_dv_tiled<T, D, true>(p, stream, "fa2_backward dk_dv (tiled, atomic dQ)");
+    } else if (p.dk_dv_keys == 128) {
       launch_dk_dv<T, D, 8, DqMode::atomic>(p, stream, "fa2_backward dk_dv (atomic dQ, 128 keys)");
     } else {
       launch_dk_dv<T, D, 4, DqMode::atomic>(p, stream, "fa2_backward dk_dv (atomic dQ)");
@@ -63,7 +78,9 @@ void backward(const BackwardParams& p, cudaStream_t stream) {
     launch_dq_convert<T>(p, p.shape.scale, stream, "fa2_backward dq_convert");
     return;
   }
-  if (p.dk_dv_keys == 128) {
+  if (tiled) {
+    launch_dk_dv_tiled<T, D, false>(p, stream, "fa2_backward dk_dv (tiled)");
+  } else if (p.dk_dv_keys == 128) {
     launch_dk_dv<T, D, 8, DqMode::separate_pass>(p, stream, "fa2_backward dk_dv (128 keys)");
   } else {
     launch_dk_dv<T, D, 4, DqMode::separate_pass>(p, stream, "fa2_backward dk_dv");
