@@ -93,8 +93,7 @@ __global__ void __launch_bounds__(TiledDkDvConfig<D>::kThreads, TiledDkDvConfig<
   }
 
   // The steps, as in dk_dv_key_tile: every query tile from the first that sees a key of the block on,
-  // of each query head of the group in order; step i + 1's Q and dO (cp.async) and its L and D
-  // (registers) load while step i computes.
+  // of each query head of the group in order.
   const int first_row = causal ? max(0, key0 - offset) : 0;
   const int m_begin = first_row / kBlockM, tiles_m = (s.seq_q + kBlockM - 1) / kBlockM;
   const int per_head = tiles_m - m_begin, steps = group * per_head;
@@ -102,29 +101,26 @@ __global__ void __launch_bounds__(TiledDkDvConfig<D>::kThreads, TiledDkDvConfig<
       static_cast<const T*>(p.q.data) + b * p.q.batch + static_cast<std::int64_t>(hk) * group * p.q.head, p.q.row);
   const TileLoader<kBlockM, D, Cfg::kThreads, T> g_loader(
       static_cast<const T*>(p.dout.data) + b * p.dout.batch + static_cast<std::int64_t>(hk) * group * p.dout.head, p.dout.row);
-  const auto issue_step = [&](int gh, int m_tile, int stage, float& l_next, float& d_next) {
+  // Step i + 1's Q and dO and its rows' L and D (4 bytes each, threads 0..127) by cp.async into the
+  // other stage: loads in registers would be sunk by the compiler to their use at the step's end, one
+  // exposed L2 round trip per step. Rows past Nq read L = D = 0: their Q and dO rows are zeros, so
+  // their P = 1 meets dO = 0 and dS = 0 (nothing reaches dK, dV; their dQ rows are not stored).
+  const auto issue_step = [&](int gh, int m_tile, int stage) {
     const int h = hk * group + gh, q0 = m_tile * kBlockM;
     T* sQn = sStage0 + stage * Cfg::kStageElements;
     q_loader.load(sQn, q0, s.seq_q, gh * p.q.head);
     g_loader.load(sQn + kBlockM * D, q0, s.seq_q, gh * p.dout.head);
-    cp_async_commit();
-    const std::int64_t row = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q + q0 + threadIdx.x;
-    const bool inside = threadIdx.x < kBlockM && q0 + static_cast<int>(threadIdx.x) < s.seq_q;
-    l_next = inside ? p.lse[row] : INFINITY;
-    d_next = inside ? p.delta[row] : 0.f;
-  };
-  const auto store_stats = [&](int stage, float l, float d) {
-    if (threadIdx.x < kBlockM) {
-      // a row with no visible key (L = -inf) has P = 0: +inf here gives exp2(-inf) = 0 below
-      sStat0[stage * 2 * kBlockM + threadIdx.x] = l == -INFINITY ? INFINITY : l * kLog2e;
-      sStat0[stage * 2 * kBlockM + kBlockM + threadIdx.x] = d;
+    static_assert(2 * kBlockM <= Cfg::kThreads, "one row statistic per thread");
+    if (threadIdx.x < 2 * kBlockM) {
+      const int i = threadIdx.x % kBlockM;
+      const bool inside = q0 + i < s.seq_q;
+      const std::int64_t row = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q + (inside ? q0 + i : 0);
+      const float* src = threadIdx.x < kBlockM ? p.lse + row : p.delta + row;
+      cp_async_4(sStat0 + stage * 2 * kBlockM + threadIdx.x, src, inside ? 4 : 0);
     }
+    cp_async_commit();
   };
-  if (steps > 0) {
-    float l0, d0;
-    issue_step(0, m_begin, 0, l0, d0);
-    store_stats(0, l0, d0);
-  }
+  if (steps > 0) issue_step(0, m_begin, 0);
   int gh = 0, m_tile = m_begin;
   for (int step = 0; step < steps; ++step) {
     const int stage = step & 1;
@@ -132,11 +128,10 @@ __global__ void __launch_bounds__(TiledDkDvConfig<D>::kThreads, TiledDkDvConfig<
     const int next_gh = m_tile + 1 < tiles_m ? gh : gh + 1, next_m = m_tile + 1 < tiles_m ? m_tile + 1 : m_begin;
     cp_async_wait<0>();
     __syncthreads();  // this step's tiles and statistics are in; every warp is done with the last P, dS and stage
-    float l_next = 0.f, d_next = 0.f;
-    if (step + 1 < steps) issue_step(next_gh, next_m, stage ^ 1, l_next, d_next);
+    if (step + 1 < steps) issue_step(next_gh, next_m, stage ^ 1);
     const T* sQ = sStage0 + stage * Cfg::kStageElements;
     const T* sG = sQ + kBlockM * D;  // dO
-    const float* sL = sStat0 + stage * 2 * kBlockM;
+    const float* sL = sStat0 + stage * 2 * kBlockM;  // L (natural log)
     const float* sD = sL + kBlockM;
 
     {
@@ -183,7 +178,8 @@ __global__ void __launch_bounds__(TiledDkDvConfig<D>::kThreads, TiledDkDvConfig<
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int qi = s_row0 + mt * 16 + g + 8 * r, row = q0 + qi;
-          const float l2 = sL[qi], dd = sD[qi];
+          // L log2 e; a row with no visible key (L = -inf) has P = 0: +inf gives exp2(-inf) = 0
+          const float l = sL[qi], l2 = l == -INFINITY ? INFINITY : l * kLog2e, dd = sD[qi];
 #pragma unroll
           for (int nb = 0; nb < Cfg::kSNBlocks; ++nb) {
             float pv[2], ds[2];
@@ -252,14 +248,15 @@ __global__ void __launch_bounds__(TiledDkDvConfig<D>::kThreads, TiledDkDvConfig<
           }
         }
       }
-      const std::int64_t stat_row0 = (static_cast<std::int64_t>(b) * s.heads_q + hk * group + gh) * s.seq_q;
+      // (the warp's first row's address once; the rest are immediate offsets)
+      const int row_g = q0 + dq_row0 + g;
+      float* dst0 = p.dq_accum + ((static_cast<std::int64_t>(b) * s.heads_q + hk * group + gh) * s.seq_q + row_g) * D + dq_col0 + 2 * t;
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          const int row = q0 + dq_row0 + mt * 16 + g + 8 * r;
-          if (row >= s.seq_q) continue;
-          float* dst = p.dq_accum + (stat_row0 + row) * D + dq_col0 + 2 * t;
+          if (row_g + mt * 16 + 8 * r >= s.seq_q) continue;
+          float* dst = dst0 + (mt * 16 + 8 * r) * D;
 #pragma unroll
           for (int nb = 0; nb < Cfg::kDqNBlocks; ++nb) {
             // one vector reduction per pair (REDG.E.ADD.F32x2; it flushes fp32 subnormals, below 2^-126)
@@ -268,7 +265,6 @@ __global__ void __launch_bounds__(TiledDkDvConfig<D>::kThreads, TiledDkDvConfig<
         }
       }
     }
-    if (step + 1 < steps) store_stats(stage ^ 1, l_next, d_next);  // (nobody reads that stage before the next barrier)
     gh = next_gh, m_tile = next_m;
   }
   cp_async_wait<0>();  // (no query tile: the K, V load is still in flight)

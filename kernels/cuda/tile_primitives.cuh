@@ -53,6 +53,12 @@ __device__ inline void cp_async_16(void* smem, const void* gmem, int src_bytes) 
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
 }
+// 4 bytes global -> shared (through L1: cp.async.ca, the only form of sizes below 16); src_bytes 0
+// writes a zero.
+__device__ inline void cp_async_4(void* smem, const void* gmem, int src_bytes) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+}
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int Pending>
 __device__ inline void cp_async_wait() {
