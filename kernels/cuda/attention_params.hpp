@@ -55,8 +55,9 @@ struct ForwardParams {
 };
 
 // The dK/dV pass's work split (fa2): each warp owns 16 keys across all of d (fa2_backward.cuh), or
-// FA2's tiled blocks of 128 keys x 64 rows with P and dS staged in shared memory (fa2_backward_tiled.cuh).
-enum class DkDvLayout : std::uint8_t { warp_keys, tiled };
+// FA2's tiled blocks of 128 keys x 64 rows with P and dS staged in shared memory (fa2_backward_tiled.cuh);
+// automatic: the faster measured at the head dim (kernels/cuda/NOTES.md: tiled at d = 128, warp_keys at 64).
+enum class DkDvLayout : std::uint8_t { automatic, warp_keys, tiled };
 
 struct BackwardParams {
   AttentionShapeParams shape;
@@ -67,7 +68,7 @@ struct BackwardParams {
   float* delta = nullptr;      // workspace [B, Hq, Nq]: D = rowsum(dO o O)
   float* dq_accum = nullptr;   // workspace [B, Hq, Nq, d] fp32: the dQ sum of fa2's fast mode and of fa1
   bool deterministic = true;   // fa2: dQ by its own query-tiled pass (no atomics) rather than atomics
-  DkDvLayout dk_dv_layout = DkDvLayout::warp_keys;
+  DkDvLayout dk_dv_layout = DkDvLayout::automatic;
   int dk_dv_keys = 64;         // fa2, warp_keys layout: keys per block, 64 (4 warps) or 128 (8 warps)
   OutputRounding rounding;
   std::uint32_t grad_stream = 0;  // Philox stream of the gradients (PrecisionPolicy::stream(Role::grad))

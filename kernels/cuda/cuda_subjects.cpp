@@ -248,9 +248,10 @@ class CudaFa2 final : public CudaAttentionSubject {
                       "forward tile: 64x64, 128x64, 128x48, 128x32 (4 warps), 128x64w8 (8 warps), or auto (128x64: the fastest measured at "
                       "d = 64 and 128, kernels/cuda/NOTES.md)"},
                      {"bwd_keys", "64", "keys per block of the dK/dV pass in the warp_keys layout: 64 (4 warps) or 128 (8 warps)"},
-                     {"bwd_layout", "warp_keys",
-                      "work split of the dK/dV pass: warp_keys (each warp owns 16 keys across all of d) or tiled (FA2's: 128 keys x "
-                      "64 rows per step over 8 warps, P and dS staged in shared memory)"}};
+                     {"bwd_layout", "auto",
+                      "work split of the dK/dV pass: warp_keys (each warp owns 16 keys across all of d), tiled (FA2's: 128 keys x "
+                      "64 rows per step over 8 warps, P and dS staged in shared memory), or auto (the faster measured: tiled at d = "
+                      "128, warp_keys at d = 64, kernels/cuda/NOTES.md)"}};
   }
 
   void set_option(const std::string& name, const std::string& value) override {
@@ -260,7 +261,9 @@ class CudaFa2 final : public CudaAttentionSubject {
       return;
     }
     if (name == "bwd_layout") {
-      if (value != "warp_keys" && value != "tiled") throw SubjectError(info_.name + ": bwd_layout=" + value + ": warp_keys or tiled");
+      if (value != "auto" && value != "warp_keys" && value != "tiled") {
+        throw SubjectError(info_.name + ": bwd_layout=" + value + ": auto, warp_keys or tiled");
+      }
       info_.options[2].value = value;
       return;
     }
@@ -279,7 +282,8 @@ class CudaFa2 final : public CudaAttentionSubject {
   void configure(BackwardParams& p) const override {
     p.deterministic = info_.deterministic;
     p.dk_dv_keys = info_.options[1].value == "128" ? 128 : 64;
-    p.dk_dv_layout = info_.options[2].value == "tiled" ? DkDvLayout::tiled : DkDvLayout::warp_keys;
+    const std::string& layout = info_.options[2].value;
+    p.dk_dv_layout = layout == "tiled" ? DkDvLayout::tiled : layout == "warp_keys" ? DkDvLayout::warp_keys : DkDvLayout::automatic;
   }
 
  private:

@@ -26,22 +26,34 @@
 
 namespace fc::kernels::cuda {
 
-// D = rowsum(dO o O): one warp per row, fp32.
+// D = rowsum(dO o O) in fp32: a row per d / 8 threads, each reading 16 bytes of O and of dO (vector
+// loads: rows are 16-byte aligned), summed over the row's threads by shuffles. Launched with
+// kConvertThreads threads and rows_per_block(d / 8) rows per block.
+constexpr int kConvertThreads = 256;
+__host__ __device__ constexpr int rows_per_block(int threads_per_row) { return kConvertThreads / threads_per_row; }
+
 template <class T>
-__global__ void delta_kernel(const BackwardParams p) {
+__global__ void __launch_bounds__(kConvertThreads) delta_kernel(const BackwardParams p) {
   const AttentionShapeParams& s = p.shape;
-  const int rows = s.batch * s.heads_q * s.seq_q, d = s.head_dim;
-  const int lane = threadIdx.x % 32;
-  for (int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < rows; r += gridDim.x * (blockDim.x / 32)) {
+  const int per_row = s.head_dim / 8;  // a power of two <= 32 (d in 64, 128): a row's threads share a warp
+  const int rows = s.batch * s.heads_q * s.seq_q;
+  const int r = blockIdx.x * rows_per_block(per_row) + threadIdx.x / per_row, c = threadIdx.x % per_row * 8;
+  float sum = 0.f;
+  if (r < rows) {
     const int n = r % s.seq_q, h = r / s.seq_q % s.heads_q, b = r / s.seq_q / s.heads_q;
-    const uint16_t* o = static_cast<const uint16_t*>(p.o.data) + b * p.o.batch + h * p.o.head + n * p.o.row;
-    const uint16_t* g = static_cast<const uint16_t*>(p.dout.data) + b * p.dout.batch + h * p.dout.head + n * p.dout.row;
-    float sum = 0.f;
-    for (int c = lane; c < d; c += 32) sum += Storage<T>::to_float(o[c]) * Storage<T>::to_float(g[c]);
+    const uint4 o = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.o.data) + b * p.o.batch + h * p.o.head + n * p.o.row + c);
+    const uint4 g =
+        *reinterpret_cast<const uint4*>(static_cast<const T*>(p.dout.data) + b * p.dout.batch + h * p.dout.head + n * p.dout.row + c);
+    const uint32_t ow[4] = {o.x, o.y, o.z, o.w}, gw[4] = {g.x, g.y, g.z, g.w};
 #pragma unroll
-    for (int m = 16; m > 0; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
-    if (lane == 0) p.delta[r] = sum;
+    for (int i = 0; i < 4; ++i) {
+      const float2 of = Storage<T>::unpack(ow[i]), gf = Storage<T>::unpack(gw[i]);
+      sum = fmaf(of.x, gf.x, sum);
+      sum = fmaf(of.y, gf.y, sum);
+    }
   }
+  for (int m = per_row / 2; m > 0; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+  if (r < rows && c == 0) p.delta[r] = sum;
 }
 
 // Query rows per dk_dv step (and keys per dq tile): 64, or 32 at d = 128, where 64 spills (registers).
@@ -334,21 +346,21 @@ __global__ void __launch_bounds__(32 * kWarps) dk_dv_kernel(const BackwardParams
 }
 
 // dQ = factor x the fp32 accumulator, rounded to T per the policy (factor s after the atomic mode,
-// 1 after the sequential one, whose partials are already scaled).
+// 1 after the sequential one, whose partials are already scaled): a row per d / 4 threads, each
+// converting 4 values (one 16-byte load). kConvertThreads threads, rows_per_block(d / 4) rows a block.
 template <class T>
-__global__ void dq_convert_kernel(const BackwardParams p, float factor) {
+__global__ void __launch_bounds__(kConvertThreads) dq_convert_kernel(const BackwardParams p, float factor) {
   const AttentionShapeParams& s = p.shape;
-  const int d = s.head_dim;
-  const std::int64_t pairs = static_cast<std::int64_t>(s.batch) * s.heads_q * s.seq_q * d / 2;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < pairs;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t index = 2 * i, row = index / d;  // row of [B, Hq, Nq]
-    const int col = static_cast<int>(index % d), n = static_cast<int>(row % s.seq_q);
-    const int h = static_cast<int>(row / s.seq_q % s.heads_q), b = static_cast<int>(row / s.seq_q / s.heads_q);
-    T* dst = static_cast<T*>(p.dq.data) + b * p.dq.batch + h * p.dq.head + n * p.dq.row + col;
-    const float2 x = *reinterpret_cast<const float2*>(p.dq_accum + index);
-    store_pair<T>(dst, factor * x.x, factor * x.y, p.rounding, p.grad_stream, static_cast<std::uint64_t>(index));
-  }
+  const int d = s.head_dim, per_row = d / 4;
+  const int rows = s.batch * s.heads_q * s.seq_q;
+  const int r = blockIdx.x * rows_per_block(per_row) + threadIdx.x / per_row, col = threadIdx.x % per_row * 4;
+  if (r >= rows) return;
+  const int n = r % s.seq_q, h = r / s.seq_q % s.heads_q, b = r / s.seq_q / s.heads_q;
+  const std::int64_t index = static_cast<std::int64_t>(r) * d + col;  // logical [B, Hq, Nq, d] index
+  const float4 x = *reinterpret_cast<const float4*>(p.dq_accum + index);
+  T* dst = static_cast<T*>(p.dq.data) + b * p.dq.batch + h * p.dq.head + n * p.dq.row + col;
+  store_pair<T>(dst, factor * x.x, factor * x.y, p.rounding, p.grad_stream, static_cast<std::uint64_t>(index));
+  store_pair<T>(dst + 2, factor * x.z, factor * x.w, p.rounding, p.grad_stream, static_cast<std::uint64_t>(index + 2));
 }
 
 template <int D, int kWarps, int kBlockN>

@@ -155,14 +155,17 @@ __global__ void __launch_bounds__(TiledDkDvConfig<D>::kThreads, TiledDkDvConfig<
             load_a<QTile>(a[mt][0], sA, s_row0 + mt * 16, kk * 16);
             load_a<QTile>(a[mt][1], sA, s_row0 + mt * 16, kk * 16 + 16);
           }
+          // (the B fragments of all four n-blocks first, so the two k-steps' products into one
+          // accumulator are 8 HMMAs apart instead of back to back)
+          uint32_t bf[Cfg::kSNBlocks][4];
 #pragma unroll
-          for (int nb = 0; nb < Cfg::kSNBlocks; ++nb) {
-            uint32_t bf[4];
-            load_b_nk<KVTile>(bf, sB, s_key0 + nb * 8, kk * 16);
+          for (int nb = 0; nb < Cfg::kSNBlocks; ++nb) load_b_nk<KVTile>(bf[nb], sB, s_key0 + nb * 8, kk * 16);
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-              mma_16816<T>(acc[mt][nb], a[mt][0], bf[0], bf[1]);
-              mma_16816<T>(acc[mt][nb], a[mt][1], bf[2], bf[3]);
+          for (int k2 = 0; k2 < 2; ++k2) {
+#pragma unroll
+            for (int nb = 0; nb < Cfg::kSNBlocks; ++nb) {
+#pragma unroll
+              for (int mt = 0; mt < 2; ++mt) mma_16816<T>(acc[mt][nb], a[mt][k2], bf[nb][2 * k2], bf[nb][2 * k2 + 1]);
             }
           }
         }

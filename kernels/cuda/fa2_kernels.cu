@@ -63,7 +63,7 @@ void launch_dk_dv_tiled(const BackwardParams& p, cudaStream_t stream, const char
 
 template <class T, int D>
 void backward(const BackwardParams& p, cudaStream_t stream) {
-  const bool tiled = p.dk_dv_layout == DkDvLayout::tiled;
+  const bool tiled = p.dk_dv_layout == DkDvLayout::tiled || (p.dk_dv_layout == DkDvLayout::automatic && D == 128);
   if (!p.deterministic && p.dq_accum == nullptr) throw std::runtime_error("fa2_backward: the fast mode needs the dq_accum workspace");
   launch_delta<T>(p, stream, "fa2_backward delta");
   if (!p.deterministic) {  // fast: dQ partials added with atomics by the dk_dv pass

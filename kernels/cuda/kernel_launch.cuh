@@ -40,16 +40,15 @@ inline std::size_t dq_accum_bytes(const BackwardParams& p) {
 
 template <class T>
 void launch_delta(const BackwardParams& p, cudaStream_t stream, const char* name) {
-  const int rows = p.shape.batch * p.shape.heads_q * p.shape.seq_q;
-  delta_kernel<T><<<(rows + 7) / 8, 256, 0, stream>>>(p);
+  const int rows = p.shape.batch * p.shape.heads_q * p.shape.seq_q, per_block = rows_per_block(p.shape.head_dim / 8);
+  delta_kernel<T><<<(rows + per_block - 1) / per_block, kConvertThreads, 0, stream>>>(p);
   check_launch(name);
 }
 
 template <class T>
 void launch_dq_convert(const BackwardParams& p, float factor, cudaStream_t stream, const char* name) {
-  const std::size_t pairs = dq_accum_bytes(p) / sizeof(float) / 2;
-  const int blocks = static_cast<int>(std::min<std::size_t>((pairs + 255) / 256, 4096));
-  dq_convert_kernel<T><<<blocks, 256, 0, stream>>>(p, factor);
+  const int rows = p.shape.batch * p.shape.heads_q * p.shape.seq_q, per_block = rows_per_block(p.shape.head_dim / 4);
+  dq_convert_kernel<T><<<(rows + per_block - 1) / per_block, kConvertThreads, 0, stream>>>(p, factor);
   check_launch(name);
 }
 

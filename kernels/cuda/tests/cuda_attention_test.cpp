@@ -51,10 +51,13 @@ struct GpuSubject {
 const GpuSubject kGpuSubjects[] = {
     {"fa2", "cuda.fa2", {}, cpu::make_cpu_fa2, {Op::fwd, Op::bwd}, 0},
     {"fa2_fast", "cuda.fa2.fast", {}, cpu::make_cpu_fa2, {Op::bwd}, 0},
-    {"fa2_bwd_keys_128", "cuda.fa2", {{"bwd_keys", "128"}}, cpu::make_cpu_fa2, {Op::bwd}, 0, 4},
-    {"fa2_fast_bwd_keys_128", "cuda.fa2.fast", {{"bwd_keys", "128"}}, cpu::make_cpu_fa2, {Op::bwd}, 0, 4},
-    {"fa2_bwd_tiled", "cuda.fa2", {{"bwd_layout", "tiled"}}, cpu::make_cpu_fa2, {Op::bwd}, 0},
-    {"fa2_fast_bwd_tiled", "cuda.fa2.fast", {{"bwd_layout", "tiled"}}, cpu::make_cpu_fa2, {Op::bwd}, 0},
+    // (the dK/dV pass's layouts by name: auto picks one per head dim, so each also runs at the other d)
+    {"fa2_bwd_warp_keys", "cuda.fa2", {{"bwd_layout", "warp_keys"}}, cpu::make_cpu_fa2, {Op::bwd}, 0, 4},
+    {"fa2_fast_bwd_warp_keys", "cuda.fa2.fast", {{"bwd_layout", "warp_keys"}}, cpu::make_cpu_fa2, {Op::bwd}, 0, 4},
+    {"fa2_bwd_tiled", "cuda.fa2", {{"bwd_layout", "tiled"}}, cpu::make_cpu_fa2, {Op::bwd}, 0, 4},
+    {"fa2_fast_bwd_tiled", "cuda.fa2.fast", {{"bwd_layout", "tiled"}}, cpu::make_cpu_fa2, {Op::bwd}, 0, 4},
+    {"fa2_bwd_keys_128", "cuda.fa2", {{"bwd_layout", "warp_keys"}, {"bwd_keys", "128"}}, cpu::make_cpu_fa2, {Op::bwd}, 0, 4},
+    {"fa2_fast_bwd_keys_128", "cuda.fa2.fast", {{"bwd_layout", "warp_keys"}, {"bwd_keys", "128"}}, cpu::make_cpu_fa2, {Op::bwd}, 0, 4},
     {"fa1", "cuda.fa1", {}, cpu::make_cpu_fa1, {Op::fwd, Op::bwd}, 64},
 };
 
