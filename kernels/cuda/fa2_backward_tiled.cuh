@@ -251,21 +251,29 @@ __global__ void __launch_bounds__(TiledDkDvConfig<D>::kThreads, TiledDkDvConfig<
           }
         }
       }
-      // (the warp's first row's address once; the rest are immediate offsets)
+      // (the warp's first row's address once, the rest immediate offsets; a step of whole rows adds
+      // without per-row checks, so the base is not recomputed per branch)
       const int row_g = q0 + dq_row0 + g;
       float* dst0 = p.dq_accum + ((static_cast<std::int64_t>(b) * s.heads_q + hk * group + gh) * s.seq_q + row_g) * D + dq_col0 + 2 * t;
+      const auto add_rows = [&](auto row_inside) {
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
+        for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          if (row_g + mt * 16 + 8 * r >= s.seq_q) continue;
-          float* dst = dst0 + (mt * 16 + 8 * r) * D;
+          for (int r = 0; r < 2; ++r) {
+            if (!row_inside(row_g + mt * 16 + 8 * r)) continue;
+            float* dst = dst0 + (mt * 16 + 8 * r) * D;
 #pragma unroll
-          for (int nb = 0; nb < Cfg::kDqNBlocks; ++nb) {
-            // one vector reduction per pair (REDG.E.ADD.F32x2; it flushes fp32 subnormals, below 2^-126)
-            atomicAdd(reinterpret_cast<float2*>(dst + nb * 8), make_float2(acc[mt][nb][2 * r], acc[mt][nb][2 * r + 1]));
+            for (int nb = 0; nb < Cfg::kDqNBlocks; ++nb) {
+              // one vector reduction per pair (REDG.E.ADD.F32x2; it flushes fp32 subnormals, below 2^-126)
+              atomicAdd(reinterpret_cast<float2*>(dst + nb * 8), make_float2(acc[mt][nb][2 * r], acc[mt][nb][2 * r + 1]));
+            }
           }
         }
+      };
+      if (q0 + kBlockM <= s.seq_q) {
+        add_rows([](int) { return true; });
+      } else {
+        add_rows([&](int row) { return row < s.seq_q; });
       }
     }
     gh = next_gh, m_tile = next_m;
