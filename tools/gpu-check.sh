@@ -15,12 +15,28 @@ out=$(mktemp -d)
 mkdir -p "$final_out"
 declare -a rows
 row() { rows+=("$(printf '%-34s %s' "$1" "$2")"); }
+running=""
 step() {  # step NAME LOGFILE COMMAND...: runs, logs, records pass/fail
-  local name=$1 log=$2; shift 2
+  local name=$1 log=$2 rc; shift 2
   local start=$SECONDS
-  if "$@" >"$out/$log" 2>&1; then row "$name" "ok ($((SECONDS - start)) s)"; return 0; fi
+  # (in the background and waited for, so a TERM from `timeout` reaches the trap below at once)
+  "$@" >"$out/$log" 2>&1 &
+  running=$!
+  wait "$running"; rc=$?
+  running=""
+  if [ "$rc" = 0 ]; then row "$name" "ok ($((SECONDS - start)) s)"; return 0; fi
   row "$name" "FAILED ($((SECONDS - start)) s, see $log)"; tail -n 40 "$out/$log"; return 1
 }
+# Cut short (e.g. `timeout 580 bash tools/gpu-check.sh` inside the device tool's 600 s): stop the running
+# step, and still print the table so far and bring the logs back.
+on_term() {
+  [ -n "$running" ] && kill -TERM "$running" 2>/dev/null
+  row "(cut short)" "by a TERM signal"
+  printf '%s\n' "${rows[@]}"
+  gather
+  exit 124
+}
+trap on_term TERM INT
 
 # The tree sent to the GPU machine has no .git: name the commit with FLASHCHECK_COMMIT=<hash>.
 commit=${FLASHCHECK_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
