@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(TiledDkDvConfig<D>::kThreads, TiledDkDvConfig<
   T* sStage0 = sV + kBlockN * D;  // stage x: Q at sStage0 + x kStageElements, dO kBlockM D after it
   T* sP = sStage0 + 2 * Cfg::kStageElements;
   T* sS = sP + kBlockM * kBlockN;  // dS
-  float* sStat0 = reinterpret_cast<float*>(sS + kBlockM * kBlockN);  // stage x: L log2 e, then D
+  float* sStat0 = reinterpret_cast<float*>(sS + kBlockM * kBlockN);  // stage x: L (natural log), then D
 
   const AttentionShapeParams& s = p.shape;
   const int n_tile = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
@@ -76,40 +76,21 @@ __global__ void __launch_bounds__(TiledDkDvConfig<D>::kThreads, TiledDkDvConfig<
   const bool causal = s.mask != CausalMask::none;
   const float scale2 = s.scale * kLog2e;
 
-  const T* k = static_cast<const T*>(p.k.data) + b * p.k.batch + hk * p.k.head;
-  const T* v = static_cast<const T*>(p.v.data) + b * p.v.batch + hk * p.v.head;
-  load_tile_async<kBlockN, D, Cfg::kThreads>(sK, k, p.k.row, key0, s.seq_k);
-  load_tile_async<kBlockN, D, Cfg::kThreads>(sV, v, p.v.row, key0, s.seq_k);
-  cp_async_commit();
-
+  load_kv_tiles<kBlockN, D, Cfg::kThreads>(p, hk, b, key0, sK, sV);
   float dk[2][Cfg::kKvNBlocks][4], dv[2][Cfg::kKvNBlocks][4];
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt) {
-#pragma unroll
-    for (int i = 0; i < Cfg::kKvNBlocks; ++i) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) dk[mt][i][c] = dv[mt][i][c] = 0.f;
-    }
-  }
+  zero_fill(dk);
+  zero_fill(dv);
 
-  // The steps, as in dk_dv_key_tile: every query tile from the first that sees a key of the block on,
-  // of each query head of the group in order.
-  const int first_row = causal ? max(0, key0 - offset) : 0;
-  const int m_begin = first_row / kBlockM, tiles_m = (s.seq_q + kBlockM - 1) / kBlockM;
-  const int per_head = tiles_m - m_begin, steps = group * per_head;
-  const TileLoader<kBlockM, D, Cfg::kThreads, T> q_loader(
-      static_cast<const T*>(p.q.data) + b * p.q.batch + static_cast<std::int64_t>(hk) * group * p.q.head, p.q.row);
-  const TileLoader<kBlockM, D, Cfg::kThreads, T> g_loader(
-      static_cast<const T*>(p.dout.data) + b * p.dout.batch + static_cast<std::int64_t>(hk) * group * p.dout.head, p.dout.row);
-  // Step i + 1's Q and dO and its rows' L and D (4 bytes each, threads 0..127) by cp.async into the
-  // other stage: loads in registers would be sunk by the compiler to their use at the step's end, one
-  // exposed L2 round trip per step. Rows past Nq read L = D = 0: their Q and dO rows are zeros, so
-  // their P = 1 meets dO = 0 and dS = 0 (nothing reaches dK, dV; their dQ rows are not stored).
+  // The steps (QuerySteps). Step i + 1's Q and dO and its rows' L and D (4 bytes each, threads
+  // 0..127) load by cp.async into the other stage while step i computes: loads into registers (as
+  // dk_dv_key_tile does) were sunk by the compiler to their use at the step's end here, an exposed L2
+  // round trip per step. Rows past Nq read L = D = 0: their Q and dO rows are zeros, so their P = 1
+  // meets dO = 0 and dS = 0 (nothing reaches dK, dV; their dQ rows are not stored).
+  const QuerySteps<T, D, kBlockM, Cfg::kThreads> walk(p, hk, b, key0);
+  const int steps = walk.count;
   const auto issue_step = [&](int gh, int m_tile, int stage) {
     const int h = hk * group + gh, q0 = m_tile * kBlockM;
-    T* sQn = sStage0 + stage * Cfg::kStageElements;
-    q_loader.load(sQn, q0, s.seq_q, gh * p.q.head);
-    g_loader.load(sQn + kBlockM * D, q0, s.seq_q, gh * p.dout.head);
+    walk.load(p, gh, m_tile, sStage0 + stage * Cfg::kStageElements);
     static_assert(2 * kBlockM <= Cfg::kThreads, "one row statistic per thread");
     if (threadIdx.x < 2 * kBlockM) {
       const int i = threadIdx.x % kBlockM;
@@ -120,12 +101,13 @@ __global__ void __launch_bounds__(TiledDkDvConfig<D>::kThreads, TiledDkDvConfig<
     }
     cp_async_commit();
   };
-  if (steps > 0) issue_step(0, m_begin, 0);
-  int gh = 0, m_tile = m_begin;
+  if (steps > 0) issue_step(0, walk.m_begin, 0);
+  int gh = 0, m_tile = walk.m_begin;
   for (int step = 0; step < steps; ++step) {
     const int stage = step & 1;
     const int q0 = m_tile * kBlockM;
-    const int next_gh = m_tile + 1 < tiles_m ? gh : gh + 1, next_m = m_tile + 1 < tiles_m ? m_tile + 1 : m_begin;
+    int next_gh, next_m;
+    walk.next(gh, m_tile, next_gh, next_m);
     cp_async_wait<0>();
     __syncthreads();  // this step's tiles and statistics are in; every warp is done with the last P, dS and stage
     if (step + 1 < steps) issue_step(next_gh, next_m, stage ^ 1);
@@ -137,14 +119,8 @@ __global__ void __launch_bounds__(TiledDkDvConfig<D>::kThreads, TiledDkDvConfig<
     {
       // S = Q K^T and dP = dO V^T for the warp's 32 rows x 32 keys.
       float sc[2][Cfg::kSNBlocks][4], dp[2][Cfg::kSNBlocks][4];
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-#pragma unroll
-        for (int nb = 0; nb < Cfg::kSNBlocks; ++nb) {
-#pragma unroll
-          for (int c = 0; c < 4; ++c) sc[mt][nb][c] = dp[mt][nb][c] = 0.f;
-        }
-      }
+      zero_fill(sc);
+      zero_fill(dp);
       // (S's products, then dP's: the A fragments of one at a time are live beside the accumulators)
       const auto product = [&](float (&acc)[2][Cfg::kSNBlocks][4], const T* sA, const T* sB) {
 #pragma unroll
@@ -181,8 +157,7 @@ __global__ void __launch_bounds__(TiledDkDvConfig<D>::kThreads, TiledDkDvConfig<
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int qi = s_row0 + mt * 16 + g + 8 * r, row = q0 + qi;
-          // L log2 e; a row with no visible key (L = -inf) has P = 0: +inf gives exp2(-inf) = 0
-          const float l = sL[qi], l2 = l == -INFINITY ? INFINITY : l * kLog2e, dd = sD[qi];
+          const float l2 = lse_log2(sL[qi]), dd = sD[qi];
 #pragma unroll
           for (int nb = 0; nb < Cfg::kSNBlocks; ++nb) {
             float pv[2], ds[2];
@@ -230,11 +205,7 @@ __global__ void __launch_bounds__(TiledDkDvConfig<D>::kThreads, TiledDkDvConfig<
       // dQ partial dS K for the warp's 32 rows x D / 4 columns, added to the fp32 accumulator with
       // vector reductions (scaled by s in dq_convert).
       float acc[2][Cfg::kDqNBlocks][4];
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-#pragma unroll
-        for (int nb = 0; nb < Cfg::kDqNBlocks; ++nb) acc[mt][nb][0] = acc[mt][nb][1] = acc[mt][nb][2] = acc[mt][nb][3] = 0.f;
-      }
+      zero_fill(acc);
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk) {
         uint32_t a[2][4];

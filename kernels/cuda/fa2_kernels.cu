@@ -12,8 +12,9 @@
 namespace fc::kernels::cuda {
 namespace {
 
-// Tile shapes (notes: kernels/cuda/NOTES.md). Forward: ForwardParams::tile. dK/dV: 4 warps (8 with
-// bwd_keys=128), 16 keys each, query steps of kDkDvStep<D> rows; dQ: 64 query rows, key tiles of
+// Tile shapes (notes: kernels/cuda/NOTES.md). Forward: ForwardParams::tile. dK/dV: BackwardParams::
+// dk_dv_layout, tiled (TiledDkDvConfig: 8 warps, 128 keys, steps of 64 rows) or warp_keys (4 warps, 8
+// with bwd_keys=128, 16 keys each, steps of kDkDvStep<D> rows); dQ: 64 query rows, key tiles of
 // kDkDvStep<D>.
 constexpr int kWarps = 4;
 
