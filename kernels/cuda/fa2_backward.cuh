@@ -82,38 +82,6 @@ __device__ inline void load_kv_tiles(const BackwardParams& p, int hk, int b, int
   cp_async_commit();
 }
 
-// The query steps a dK/dV block walks: every query tile of kBlockM rows from the first that sees a key
-// of the block (its first key's causal diagonal) on, of each query head of the GQA group in order; a
-// step is named by its query head in the group (gh) and its query tile, advanced without a division.
-// The loaders of Q and dO sit at the group's first query head; a step adds its head's offset.
-template <class T, int D, int kBlockM, int kThreads>
-struct QuerySteps {
-  TileLoader<kBlockM, D, kThreads, T> q, dout;
-  int m_begin, tiles_m, count;
-  __device__ QuerySteps(const BackwardParams& p, int hk, int b, int key0)
-      : q(static_cast<const T*>(p.q.data) + b * p.q.batch + static_cast<std::int64_t>(hk) * (p.shape.heads_q / p.shape.heads_kv) * p.q.head,
-          p.q.row),
-        dout(static_cast<const T*>(p.dout.data) + b * p.dout.batch +
-                 static_cast<std::int64_t>(hk) * (p.shape.heads_q / p.shape.heads_kv) * p.dout.head,
-             p.dout.row) {
-    const AttentionShapeParams& s = p.shape;
-    const int first_row = s.mask != CausalMask::none ? max(0, key0 - s.causal_offset()) : 0;
-    m_begin = first_row / kBlockM;
-    tiles_m = (s.seq_q + kBlockM - 1) / kBlockM;
-    count = (s.heads_q / s.heads_kv) * (tiles_m - m_begin);
-  }
-  // The step after (gh, m_tile).
-  __device__ void next(int gh, int m_tile, int& next_gh, int& next_m) const {
-    next_gh = m_tile + 1 < tiles_m ? gh : gh + 1;
-    next_m = m_tile + 1 < tiles_m ? m_tile + 1 : m_begin;
-  }
-  // Step (gh, m_tile)'s Q into sQ and dO into sQ + kBlockM D (cp.async, not committed).
-  __device__ void load(const BackwardParams& p, int gh, int m_tile, T* sQ) const {
-    q.load(sQ, m_tile * kBlockM, p.shape.seq_q, gh * p.q.head);
-    dout.load(sQ + kBlockM * D, m_tile * kBlockM, p.shape.seq_q, gh * p.dout.head);
-  }
-};
-
 // L in log2 units for P = exp2(S s log2 e - L log2 e); a row with no visible key (L = -inf) gets +inf,
 // so its P = exp2(-inf) = 0.
 __device__ inline float lse_log2(float l) { return l == -INFINITY ? INFINITY : l * kLog2e; }
@@ -231,12 +199,23 @@ __device__ inline void dk_dv_key_tile(const BackwardParams& p, int n_tile, int h
   zero_fill(dv);
   const int my_key[2] = {key0 + warp * 16 + g, key0 + warp * 16 + g + 8};
 
-  // Step i + 1's Q and dO load (cp.async) and its L and D (registers) while step i computes.
-  const QuerySteps<T, D, kBlockM, Cfg::kThreads> walk(p, hk, b, key0);
-  const int steps = walk.count;
+  // Query rows that see any key of the tile: from the first key's diagonal on.
+  const int first_row = causal ? max(0, key0 - offset) : 0;
+  const int m_begin = first_row / kBlockM, tiles_m = (s.seq_q + kBlockM - 1) / kBlockM;
+  // The steps: every query tile from m_begin on of each query head of the group, in order. Step i + 1's
+  // Q and dO load (cp.async) and its L and D (registers) while step i computes.
+  const int per_head = tiles_m - m_begin, steps = group * per_head;
+  // (loaders at the group's first query head; a step adds its head's offset)
+  const TileLoader<kBlockM, D, Cfg::kThreads, T> q_loader(
+      static_cast<const T*>(p.q.data) + b * p.q.batch + static_cast<std::int64_t>(hk) * group * p.q.head, p.q.row);
+  const TileLoader<kBlockM, D, Cfg::kThreads, T> g_loader(
+      static_cast<const T*>(p.dout.data) + b * p.dout.batch + static_cast<std::int64_t>(hk) * group * p.dout.head, p.dout.row);
+  // (a step is named by its query head in the group and its query tile, advanced without a division)
   const auto issue_step = [&](int gh, int m_tile, int stage, float& l_next, float& d_next) {
     const int h = hk * group + gh, q0 = m_tile * kBlockM;
-    walk.load(p, gh, m_tile, sStage0 + stage * Cfg::kStageElements);
+    T* sQn = sStage0 + stage * Cfg::kStageElements;
+    q_loader.load(sQn, q0, s.seq_q, gh * p.q.head);
+    g_loader.load(sQn + kBlockM * D, q0, s.seq_q, gh * p.dout.head);
     cp_async_commit();
     static_assert(kBlockM <= Cfg::kThreads, "one row's statistics per thread");
     const std::int64_t row = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q + q0 + threadIdx.x;
@@ -252,15 +231,14 @@ __device__ inline void dk_dv_key_tile(const BackwardParams& p, int n_tile, int h
   };
   if (steps > 0) {
     float l0, d0;
-    issue_step(0, walk.m_begin, 0, l0, d0);
+    issue_step(0, m_begin, 0, l0, d0);
     store_stats(0, l0, d0);
   }
-  int gh = 0, m_tile = walk.m_begin;  // this step's
+  int gh = 0, m_tile = m_begin;  // this step's
   for (int step = 0; step < steps; ++step) {
     const int stage = step & 1;
     const int h = hk * group + gh, q0 = m_tile * kBlockM;
-    int next_gh, next_m;
-    walk.next(gh, m_tile, next_gh, next_m);
+    const int next_gh = m_tile + 1 < tiles_m ? gh : gh + 1, next_m = m_tile + 1 < tiles_m ? m_tile + 1 : m_begin;
     const std::int64_t stat_row0 = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q;
     cp_async_wait<0>();
     __syncthreads();  // this step's tiles and statistics are in; every warp is done with the other stage

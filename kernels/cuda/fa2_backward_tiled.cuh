@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(TiledDkDvConfig<D>::kThreads, TiledDkDvConfig<
   T* sStage0 = sV + kBlockN * D;  // stage x: Q at sStage0 + x kStageElements, dO kBlockM D after it
   T* sP = sStage0 + 2 * Cfg::kStageElements;
   T* sS = sP + kBlockM * kBlockN;  // dS
-  float* sStat0 = reinterpret_cast<float*>(sS + kBlockM * kBlockN);  // stage x: L (natural log), then D
+  float* sStat0 = reinterpret_cast<float*>(sS + kBlockM * kBlockN);  // stage x: L log2 e, then D
 
   const AttentionShapeParams& s = p.shape;
   const int n_tile = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
@@ -81,16 +81,26 @@ __global__ void __launch_bounds__(TiledDkDvConfig<D>::kThreads, TiledDkDvConfig<
   zero_fill(dk);
   zero_fill(dv);
 
-  // The steps (QuerySteps). Step i + 1's Q and dO and its rows' L and D (4 bytes each, threads
-  // 0..127) load by cp.async into the other stage while step i computes: loads into registers (as
-  // dk_dv_key_tile does) were sunk by the compiler to their use at the step's end here, an exposed L2
-  // round trip per step. Rows past Nq read L = D = 0: their Q and dO rows are zeros, so their P = 1
-  // meets dO = 0 and dS = 0 (nothing reaches dK, dV; their dQ rows are not stored).
-  const QuerySteps<T, D, kBlockM, Cfg::kThreads> walk(p, hk, b, key0);
-  const int steps = walk.count;
+  // The steps, as in dk_dv_key_tile: every query tile from the first that sees a key of the block on,
+  // of each query head of the group in order. (Written out in both kernels on purpose: sharing the
+  // schedule through a struct changed ptxas's register allocation of this kernel, 255 registers with
+  // spills, and cost 12 % of the backward at commit 46b7913; NOTES.md, version 12.)
+  const int first_row = causal ? max(0, key0 - offset) : 0;
+  const int m_begin = first_row / kBlockM, tiles_m = (s.seq_q + kBlockM - 1) / kBlockM;
+  const int per_head = tiles_m - m_begin, steps = group * per_head;
+  const TileLoader<kBlockM, D, Cfg::kThreads, T> q_loader(
+      static_cast<const T*>(p.q.data) + b * p.q.batch + static_cast<std::int64_t>(hk) * group * p.q.head, p.q.row);
+  const TileLoader<kBlockM, D, Cfg::kThreads, T> g_loader(
+      static_cast<const T*>(p.dout.data) + b * p.dout.batch + static_cast<std::int64_t>(hk) * group * p.dout.head, p.dout.row);
+  // Step i + 1's Q and dO and its rows' L and D (4 bytes each, threads 0..127) by cp.async into the
+  // other stage: loads in registers would be sunk by the compiler to their use at the step's end, one
+  // exposed L2 round trip per step. Rows past Nq read L = D = 0: their Q and dO rows are zeros, so
+  // their P = 1 meets dO = 0 and dS = 0 (nothing reaches dK, dV; their dQ rows are not stored).
   const auto issue_step = [&](int gh, int m_tile, int stage) {
     const int h = hk * group + gh, q0 = m_tile * kBlockM;
-    walk.load(p, gh, m_tile, sStage0 + stage * Cfg::kStageElements);
+    T* sQn = sStage0 + stage * Cfg::kStageElements;
+    q_loader.load(sQn, q0, s.seq_q, gh * p.q.head);
+    g_loader.load(sQn + kBlockM * D, q0, s.seq_q, gh * p.dout.head);
     static_assert(2 * kBlockM <= Cfg::kThreads, "one row statistic per thread");
     if (threadIdx.x < 2 * kBlockM) {
       const int i = threadIdx.x % kBlockM;
@@ -101,13 +111,12 @@ __global__ void __launch_bounds__(TiledDkDvConfig<D>::kThreads, TiledDkDvConfig<
     }
     cp_async_commit();
   };
-  if (steps > 0) issue_step(0, walk.m_begin, 0);
-  int gh = 0, m_tile = walk.m_begin;
+  if (steps > 0) issue_step(0, m_begin, 0);
+  int gh = 0, m_tile = m_begin;
   for (int step = 0; step < steps; ++step) {
     const int stage = step & 1;
     const int q0 = m_tile * kBlockM;
-    int next_gh, next_m;
-    walk.next(gh, m_tile, next_gh, next_m);
+    const int next_gh = m_tile + 1 < tiles_m ? gh : gh + 1, next_m = m_tile + 1 < tiles_m ? m_tile + 1 : m_begin;
     cp_async_wait<0>();
     __syncthreads();  // this step's tiles and statistics are in; every warp is done with the last P, dS and stage
     if (step + 1 < steps) issue_step(next_gh, next_m, stage ^ 1);
