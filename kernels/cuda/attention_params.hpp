@@ -74,4 +74,21 @@ struct BackwardParams {
   std::uint32_t grad_stream = 0;  // Philox stream of the gradients (PrecisionPolicy::stream(Role::grad))
 };
 
+// The double backward (cuda.hog, EQUATIONS.md section 3): the first backward's inputs and the
+// cotangents ddQ, ddK, ddV in; dQ', dK', dV', ddO out. The row statistics D, dd and b (fp32
+// [B, Hq, Nq]) are the only state between its passes.
+struct HogParams {
+  AttentionShapeParams shape;
+  StorageType type = StorageType::bf16;
+  Strided q, k, v, o, dout, ddq, ddk, ddv;
+  const float* lse = nullptr;  // [B, Hq, Nq] contiguous fp32, natural log
+  StridedOut dq2, dk2, dv2, ddo;
+  float* delta = nullptr;  // workspaces [B, Hq, Nq]: D = rowsum(dO o O), dd, b
+  float* dd = nullptr;
+  float* b = nullptr;
+  bool two_pass = false;  // b accumulated with dd as r1 + r3 - 2 D dd (cuda.hog.2pass)
+  OutputRounding rounding;
+  std::uint32_t grad_stream = 0;
+};
+
 }  // namespace fc::kernels::cuda

@@ -15,6 +15,7 @@
 #include "kernels/cuda/device_memory.hpp"
 #include "kernels/cuda/fa1_kernels.hpp"
 #include "kernels/cuda/fa2_kernels.hpp"
+#include "kernels/cuda/hog_kernels.hpp"
 #include "kernels/cuda/shape_params.hpp"
 #include "kernels/tensor_io.hpp"
 
@@ -46,7 +47,10 @@ class CudaAttentionSubject : public Subject {
     validate_call(info_, op, c);
     const StorageType type = require_kernel_policy(info_, c.policy);
     for (auto [t, what] : {std::pair{&c.q, "Q"}, std::pair{&c.k, "K"}, std::pair{&c.v, "V"}}) require_finite(*t, info_.name, what);
-    if (op == Op::bwd) require_finite(c.dout, info_.name, "dO");
+    if (op != Op::fwd) require_finite(c.dout, info_.name, "dO");
+    if (op == Op::bwdbwd) {
+      for (auto [t, what] : {std::pair{&c.ddq, "ddQ"}, std::pair{&c.ddk, "ddK"}, std::pair{&c.ddv, "ddV"}}) require_finite(*t, info_.name, what);
+    }
     const std::string& who = info_.name;
     const OutputRounding rounding{c.policy.rounding == Rounding::stochastic, c.policy.seed};
     const std::size_t rows = static_cast<std::size_t>(c.shape.batch) * c.shape.heads_q * c.shape.seq_q;
@@ -68,6 +72,28 @@ class CudaAttentionSubject : public Subject {
         check_cuda(cudaMemcpy(l.data(), lse.get(), l.size() * sizeof(float), cudaMemcpyDeviceToHost), who, "copying back L");
         write_from(c.out_lse, std::span<const float>(l), Rounding::nearest_even);
       }
+      return;
+    }
+    if (op == Op::bwdbwd) {
+      HogParams p;
+      p.shape = shape_params(c.shape, c.mask, c.scale), p.type = type;
+      configure(p);
+      p.q = q.view, p.k = k.view, p.v = v.view;
+      DeviceInput o = to_device(c.o, who, "O"), dout = to_device(c.dout, who, "dO");
+      DeviceInput ddq = to_device(c.ddq, who, "ddQ"), ddk = to_device(c.ddk, who, "ddK"), ddv = to_device(c.ddv, who, "ddV");
+      p.o = o.view, p.dout = dout.view, p.ddq = ddq.view, p.ddk = ddk.view, p.ddv = ddv.view;
+      const std::vector<float> l = read_as_float(c.lse);
+      DeviceBuffer lse(l.size() * sizeof(float), who, "L");
+      check_cuda(cudaMemcpy(lse.get(), l.data(), l.size() * sizeof(float), cudaMemcpyHostToDevice), who, "copying L");
+      p.lse = static_cast<const float*>(lse.get());
+      DeviceBuffer delta(rows * sizeof(float), who, "D"), dd(rows * sizeof(float), who, "dd"), bstat(rows * sizeof(float), who, "b");
+      p.delta = static_cast<float*>(delta.get()), p.dd = static_cast<float*>(dd.get()), p.b = static_cast<float*>(bstat.get());
+      DeviceOutput dq2 = device_output(c.dq2, who, "dQ'"), dk2 = device_output(c.dk2, who, "dK'"), dv2 = device_output(c.dv2, who, "dV'");
+      DeviceOutput ddo = device_output(c.ddo, who, "ddO");
+      p.dq2 = dq2.view, p.dk2 = dk2.view, p.dv2 = dv2.view, p.ddo = ddo.view;
+      p.rounding = rounding, p.grad_stream = c.policy.stream(Role::grad).stream;
+      launch(who, "double backward", [&] { double_backward(p, nullptr); });
+      to_host(dq2, c.dq2, who, "dQ'"), to_host(dk2, c.dk2, who, "dK'"), to_host(dv2, c.dv2, who, "dV'"), to_host(ddo, c.ddo, who, "ddO");
       return;
     }
     BackwardParams p;
@@ -141,6 +167,8 @@ class CudaAttentionSubject : public Subject {
   // A family's kernels.
   virtual void forward(const ForwardParams& p, cudaStream_t stream) = 0;
   virtual void backward(const BackwardParams& p, cudaStream_t stream) = 0;
+  // The double backward, for a family that lists Op::bwdbwd.
+  virtual void double_backward(const HogParams&, cudaStream_t) { throw std::runtime_error("no double backward"); }
   // Whether its forward keeps per-row running statistics in global memory (FA1) and its backward an
   // fp32 dQ accumulator (FA1; FA2's fast mode).
   virtual bool needs_row_state() const { return false; }
@@ -148,6 +176,7 @@ class CudaAttentionSubject : public Subject {
   // Sets a family's own parameters (tile shape, backward mode) on the params.
   virtual void configure(ForwardParams&) const {}
   virtual void configure(BackwardParams&) const {}
+  virtual void configure(HogParams&) const {}
 
   // The device workspaces of one call, freed with it.
   struct Workspace {
@@ -316,6 +345,29 @@ class CudaFa1 final : public CudaAttentionSubject {
 
 }  // namespace
 
+// cuda.hog and cuda.hog.2pass: Flash Hog's double backward (3 or 2 query-tiled passes and a key-tiled
+// one); the forward and backward are cuda.fa2's.
+class CudaHog final : public CudaAttentionSubject {
+ public:
+  explicit CudaHog(bool two_pass) : two_pass_(two_pass) {
+    info_ = common_info(two_pass ? "cuda.hog.2pass" : "cuda.hog",
+                        two_pass ? "Flash Hog double backward on tensor cores, b accumulated with dd (r1 + r3 - 2 D dd): 2 query-tiled "
+                                   "passes + 1 key-tiled pass, no atomics; fwd, bwd: cuda.fa2's"
+                                 : "Flash Hog double backward on tensor cores (mma.sync): 3 query-tiled passes (dd, b, dQ' and ddO) + 1 "
+                                   "key-tiled pass (dK', dV'), no atomics, O(N) extra memory; fwd, bwd: cuda.fa2's");
+    info_.ops = {Op::fwd, Op::bwd, Op::bwdbwd};
+  }
+
+ protected:
+  void forward(const ForwardParams& p, cudaStream_t stream) override { fa2_forward(p, stream); }
+  void backward(const BackwardParams& p, cudaStream_t stream) override { fa2_backward(p, stream); }
+  void double_backward(const HogParams& p, cudaStream_t stream) override { hog_double_backward(p, stream); }
+  void configure(HogParams& p) const override { p.two_pass = two_pass_; }
+
+ private:
+  bool two_pass_;
+};
+
 std::string device_name() {
   cudaDeviceProp prop{};
   int device = 0;
@@ -332,6 +384,8 @@ std::vector<std::unique_ptr<Subject>> make_cuda_subjects() {
   subjects.push_back(std::make_unique<CudaFa1>());
   subjects.push_back(std::make_unique<CudaFa2>(false));
   subjects.push_back(std::make_unique<CudaFa2>(true));
+  subjects.push_back(std::make_unique<CudaHog>(false));
+  subjects.push_back(std::make_unique<CudaHog>(true));
   return subjects;
 }
 

@@ -21,6 +21,7 @@
 #include "gradcheck/checks.hpp"
 #include "gradcheck/runner.hpp"
 #include "kernels/cpu/fa1.hpp"
+#include "kernels/cpu/hog.hpp"
 #include "kernels/cpu/flash_attention.hpp"
 #include "kernels/cuda/cuda_subjects.hpp"
 #include "oracle/attention.hpp"
@@ -58,6 +59,9 @@ const GpuSubject kGpuSubjects[] = {
     {"fa2_fast_bwd_tiled", "cuda.fa2.fast", {{"bwd_layout", "tiled"}}, cpu::make_cpu_fa2, {Op::bwd}, 0, 4},
     {"fa2_bwd_keys_128", "cuda.fa2", {{"bwd_layout", "warp_keys"}, {"bwd_keys", "128"}}, cpu::make_cpu_fa2, {Op::bwd}, 0, 4},
     {"fa2_fast_bwd_keys_128", "cuda.fa2.fast", {{"bwd_layout", "warp_keys"}, {"bwd_keys", "128"}}, cpu::make_cpu_fa2, {Op::bwd}, 0, 4},
+    // (the double backward; fwd and bwd are cuda.fa2's, tested above)
+    {"hog", "cuda.hog", {}, cpu::make_cpu_hog, {Op::bwdbwd}, 0},
+    {"hog_2pass", "cuda.hog.2pass", {}, cpu::make_cpu_hog_two_pass, {Op::bwdbwd}, 0},
     {"fa1", "cuda.fa1", {}, cpu::make_cpu_fa1, {Op::fwd, Op::bwd}, 64},
 };
 
@@ -154,6 +158,19 @@ Underflow underflow_terms(const gradcheck::Case& c, const gradcheck::CaseInputs&
   return {keys * e * largest(in.v), keys * e * s * largest(in.k), rows * e * s * largest(in.q), rows * e * largest(in.dout)};
 }
 
+// The same for the double backward's dQ', dK', dV', ddO: each sums n products of a subnormal-spaced
+// operand (P, dS, dS', ddP) with one of K, ddK (dQ', times s), Q, ddQ (dK', times s), dO (dV'), V, ddV (ddO).
+struct Underflow2 {
+  double dq2, dk2, dv2, ddo;
+};
+Underflow2 underflow_terms2(const gradcheck::Case& c, const gradcheck::CaseInputs& in) {
+  const double e = std::max(format_info(c.policy.format(Role::q)).min_subnormal(), std::ldexp(1.0, -126));
+  const double rows = static_cast<double>(c.shape.seq_q) * (c.shape.heads_q / c.shape.heads_kv), keys = c.shape.seq_k;
+  const double s = std::fabs(c.scale);
+  return {2 * keys * e * s * std::max(largest(in.k), largest(in.ddk)), 2 * rows * e * s * std::max(largest(in.q), largest(in.ddq)),
+          rows * e * largest(in.dout), 2 * keys * e * std::max(largest(in.v), largest(in.ddv))};
+}
+
 oracle::AttentionMagnitudes magnitudes(const gradcheck::Case& c, const gradcheck::CaseInputs& in) {
   const auto q = in.q.values(), k = in.k.values(), v = in.v.values(), dout = in.dout.values();
   const auto ddq = in.ddq.values(), ddk = in.ddk.values(), ddv = in.ddv.values();
@@ -230,6 +247,23 @@ TEST_P(CudaAttention, AgreesWithItsCpuTwinWithinTheAccumulationOrderDifference) 
         worst = std::max(worst, r);
         differing += fraction_differing(bg.at(t), bc.at(t)), ++tensors;
       }
+      if (!gpu->info().supports(Op::bwdbwd)) continue;
+      // The double backward from the CPU's saved O and L: the same rounding points (P, dS, dS', ddP
+      // rounded to t before their products), fp32 sums in another order (the row statistics dd and b
+      // included), so the same bound per output with its own magnitudes.
+      const gradcheck::Outputs hg = on_gpu.bwdbwd(in.q, in.k, in.v, fc_, in.dout, in.ddq, in.ddk, in.ddv);
+      const gradcheck::Outputs hc = on_cpu.bwdbwd(in.q, in.k, in.v, fc_, in.dout, in.ddq, in.ddk, in.ddv);
+      const Underflow2 uf2 = underflow_terms2(c, in);
+      const std::vector<double>* mags2[] = {&m.dq2, &m.dk2, &m.dv2, &m.ddo};
+      const double ufs2[] = {uf2.dq2, uf2.dk2, uf2.dv2, uf2.ddo};
+      n = 0;
+      for (const char* t : {"dQ'", "dK'", "dV'", "ddO"}) {
+        const double r = agreement_ratio(hg.at(t), hc.at(t), *mags2[n], u, ufs2[n], order);
+        ++n;
+        EXPECT_LE(r, 1.0) << t << " " << c.to_string();
+        worst = std::max(worst, r);
+        differing += fraction_differing(hg.at(t), hc.at(t)), ++tensors;
+      }
     }
     std::cout << label() << " vs " << cpu->info().name << ", " << policy_text << ": worst |difference| / bound = " << worst << ", L " << worst_l
               << " x 2^-16 (1 + |L|); elements differing " << 100 * differing / tensors << "%\n";
@@ -284,6 +318,19 @@ TEST_P(CudaAttention, SmallShapesSweep) {
             EXPECT_LE(agreement_ratio(bg.at(t), bc.at(t), *mags[n], 1.0 / 256, ufs[n], order), 4.0) << t << " " << c.to_string();
             ++n;
           }
+          if (gpu->info().supports(Op::bwdbwd)) {  // (from the CPU's O and L: only the double backward differs)
+            const gradcheck::Outputs hg = on_gpu.bwdbwd(in.q, in.k, in.v, fc_, in.dout, in.ddq, in.ddk, in.ddv);
+            const gradcheck::Outputs hc = on_cpu.bwdbwd(in.q, in.k, in.v, fc_, in.dout, in.ddq, in.ddk, in.ddv);
+            const Underflow2 uf2 = underflow_terms2(c, in);
+            const std::vector<double>* mags2[] = {&mag.dq2, &mag.dk2, &mag.dv2, &mag.ddo};
+            const double ufs2[] = {uf2.dq2, uf2.dk2, uf2.dv2, uf2.ddo};
+            n = 0;
+            for (const char* t : {"dQ'", "dK'", "dV'", "ddO"}) {
+              for (double x : hg.at(t).values()) ASSERT_TRUE(std::isfinite(x)) << t << " " << c.to_string();
+              EXPECT_LE(agreement_ratio(hg.at(t), hc.at(t), *mags2[n], 1.0 / 256, ufs2[n], order), 1.0) << t << " " << c.to_string();
+              ++n;
+            }
+          }
         }
       }
     }
@@ -308,6 +355,19 @@ TEST_P(CudaAttention, BadInputIsRefusedWithAClearError) {
     FAIL() << "a NaN in Q was accepted";
   } catch (const SubjectError& e) {
     EXPECT_NE(std::string(e.what()).find("non-finite"), std::string::npos) << e.what();
+  }
+  if (gpu->info().supports(Op::bwdbwd)) {  // a NaN in a cotangent of the double backward
+    gradcheck::CaseInputs clean = gradcheck::make_inputs(c);
+    const gradcheck::Outputs f = call.fwd(clean.q, clean.k, clean.v);
+    std::vector<double> ddk = clean.ddk.values();
+    ddk[7] = INFINITY;
+    clean.ddk.assign(ddk);
+    try {
+      call.bwdbwd(clean.q, clean.k, clean.v, f, clean.dout, clean.ddq, clean.ddk, clean.ddv);
+      FAIL() << "an Inf in ddK was accepted";
+    } catch (const SubjectError& e) {
+      EXPECT_NE(std::string(e.what()).find("non-finite"), std::string::npos) << e.what();
+    }
   }
   gradcheck::Case odd = c;
   odd.shape.head_dim = odd.shape.head_dim_v = 96;
