@@ -207,8 +207,8 @@ TEST_P(CudaAttention, AgreesWithItsCpuTwinWithinTheAccumulationOrderDifference) 
   for (const char* policy_text : {"bf16", "fp16", "bf16,round=sr,seed=9"}) {
     const PrecisionPolicy policy = PrecisionPolicy::parse(policy_text);
     const double u = unit_roundoff(policy.format(Role::q));
-    double worst = 0, worst_l = 0, differing = 0;
-    int tensors = 0;
+    double worst = 0, worst_l = 0, differing = 0, differing2 = 0;
+    int tensors = 0, tensors2 = 0;  // (2: the double backward's outputs)
     gradcheck::GeneratorLimits limits;
     limits.max_seq = 300;
     const rc::Gen<gradcheck::Case> cases = gradcheck::case_generator(gpu->info(), policy, limits);
@@ -262,7 +262,7 @@ TEST_P(CudaAttention, AgreesWithItsCpuTwinWithinTheAccumulationOrderDifference) 
         ++n;
         EXPECT_LE(r, 1.0) << t << " " << c.to_string();
         worst = std::max(worst, r);
-        differing += fraction_differing(hg.at(t), hc.at(t)), ++tensors;
+        differing2 += fraction_differing(hg.at(t), hc.at(t)), ++tensors2;
       }
     }
     std::cout << label() << " vs " << cpu->info().name << ", " << policy_text << ": worst |difference| / bound = " << worst << ", L " << worst_l
@@ -271,6 +271,14 @@ TEST_P(CudaAttention, AgreesWithItsCpuTwinWithinTheAccumulationOrderDifference) 
     // The same SR words: were the streams or the indices wrong, about half the elements whose fp32
     // value is not representable would round the other way (measured: RN and SR both far below 10%).
     EXPECT_LT(differing / tensors, 0.10) << policy_text;
+    if (tensors2 > 0) {
+      // The double backward's outputs come from longer fp32 chains (the row sums dd and b over every
+      // key, dP' - b and ddS - dd cancelling), so more of them sit where the two orders round apart:
+      // measured 8-10 % (bf16) and 12.5 % (fp16) of elements, RN and SR alike. Wrong SR words would
+      // still show as about half of the non-representable elements: a quarter separates the two.
+      std::cout << "  double backward: elements differing " << 100 * differing2 / tensors2 << "%\n";
+      EXPECT_LT(differing2 / tensors2, 0.25) << policy_text;
+    }
   }
 }
 
