@@ -1,0 +1,65 @@
+"""kernels/torch/hvp_reference.py: the plain-attention HVP it times is the right one (finite differences
+in float64), and a CPU run writes one record per size (eager mode: torch.compile runs on the GPU machine)."""
+import importlib.util
+import json
+import math
+import os
+import tempfile
+import unittest
+
+import torch
+
+_PATH = os.path.join(os.path.dirname(__file__), "..", "hvp_reference.py")
+_spec = importlib.util.spec_from_file_location("hvp_reference", _PATH)
+hvp_reference = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(hvp_reference)
+
+
+class HvpReference(unittest.TestCase):
+    def test_hvp_is_the_directional_derivative_of_the_first_backward(self):
+        # f(x) = <ddQ, dQ(x)> + <ddK, dK(x)> + <ddV, dV(x)> over x = (Q, K, V, dO); its derivative along a
+        # random e by central differences (h = 1e-5 in float64: truncation ~h^2, rounding ~1e-16 / h)
+        # must equal <hvp(x), e> to ~1e-8 relative.
+        g = torch.Generator().manual_seed(3)
+        for causal in (False, True):
+            q, k, v, dout, ddq, ddk, ddv = (torch.randn(1, 2, 5, 4, generator=g, dtype=torch.float64) for _ in range(7))
+            scale = 1 / math.sqrt(4)
+            e = [torch.randn(1, 2, 5, 4, generator=g, dtype=torch.float64) for _ in range(4)]
+
+            def f(x):
+                xq, xk, xv, xo = (t.detach().requires_grad_() for t in x)
+                o = hvp_reference.plain_attention(xq, xk, xv, scale, causal)
+                dq, dk, dv = torch.autograd.grad(o, (xq, xk, xv), xo)
+                return float((ddq * dq).sum() + (ddk * dk).sum() + (ddv * dv).sum())
+
+            h = 1e-5
+            x = [q, k, v, dout]
+            numeric = (f([a + h * b for a, b in zip(x, e)]) - f([a - h * b for a, b in zip(x, e)])) / (2 * h)
+            analytic = sum(float((r * b).sum()) for r, b in zip(hvp_reference.hvp(q, k, v, dout, ddq, ddk, ddv, scale, causal), e))
+            self.assertAlmostEqual(numeric, analytic, delta=1e-8 * max(1.0, abs(analytic)), msg=f"causal={causal}")
+
+    def test_a_cpu_run_writes_a_record_per_size(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "hvp.jsonl")
+            rc = hvp_reference.main(["--out", out, "--device", "cpu", "--n", "8,17", "--heads", "2", "--d", "16",
+                                     "--mask", "none,causal", "--modes", "eager", "--repeats", "2", "--warmup", "0"])
+            self.assertEqual(rc, 0)
+            with open(out) as f:
+                records = [json.loads(line) for line in f]
+        self.assertEqual([(r["mask"], r["N"]) for r in records], [("none", 8), ("none", 17), ("causal", 8), ("causal", 17)])
+        for r in records:
+            self.assertEqual(r["status"], "ok")
+            self.assertEqual(r["subject"], "torch.eager")
+            self.assertGreater(r["ms"], 0)
+            self.assertEqual(len(r["ms_all"]), 2)
+            self.assertIsNone(r["peak_bytes"])  # measured on a GPU only
+
+    def test_bad_arguments_exit_2(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "x.jsonl")
+            self.assertEqual(hvp_reference.main(["--out", out, "--device", "cpu", "--n", "0"]), 2)
+            self.assertEqual(hvp_reference.main(["--out", out, "--device", "cpu", "--mask", "diagonal"]), 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
