@@ -17,8 +17,10 @@ Usage: hvp_reference.py --out FILE.jsonl [--device cuda] [--n 1024,2048] [--head
                         [--mask none,causal] [--dtype bf16] [--modes eager,compile]
 """
 import argparse
+import datetime
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -78,7 +80,7 @@ def measure(fn, args, device, warmup, repeats):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", required=True, help="JSON Lines file to append to")
+    ap.add_argument("--out", required=True, help="JSON Lines file to append to (experiment records: `flashcheck report` draws them)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--n", default="1024,2048,4096,8192,16384,32768,65536,131072")
     ap.add_argument("--heads", type=int, default=8)
@@ -119,23 +121,31 @@ def main(argv=None):
                         shape = (1, a.heads, n, d)
                         x = [torch.randn(shape, generator=g, dtype=torch.float32).to(device=device, dtype=dtype) for _ in range(7)]
                         args = (*x, 1.0 / math.sqrt(d), mask == "causal")
-                        record = {"kind": "hvp-bench", "subject": f"torch.{mode}", "device": device_name, "dtype": a.dtype,
-                                  "B": 1, "H": a.heads, "N": n, "d": d, "mask": mask, "torch": torch.__version__}
+                        # an experiment record of the report's schema (reports/flashcheck_report/records.py)
+                        record = {"schema": 1, "kind": "experiment", "experiment": "hvp-bench", "subject": f"torch.{mode}",
+                                  "device": device_name, "commit": os.environ.get("FLASHCHECK_COMMIT", "unknown"),
+                                  "time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                  "verdict": "measured", "dtype": a.dtype, "mask": mask, "torch": torch.__version__,
+                                  "shape": {"B": 1, "H": a.heads, "N": n, "d": d}, "x": {"name": "N", "value": n},
+                                  "method": f"device-event median of {a.repeats} after {a.warmup} warm-ups; "
+                                            "torch.cuda.max_memory_allocated beyond the inputs"}
                         try:
                             ms, times, peak = measure(fn, args, device, a.warmup, a.repeats)
-                            record.update(status="ok", ms=ms, ms_all=times, peak_bytes=peak)
+                            record["metrics"] = {"status": "ok", "median_ms": ms, "ms": times, "peak_bytes": peak}
                         except (RuntimeError, ValueError) as e:
                             if not is_oom(e) and not isinstance(e, ValueError):
                                 raise
-                            record.update(status="oom" if is_oom(e) else "non-finite", error=str(e).split("\n")[0][:200])
+                            record["metrics"] = {"status": "oom" if is_oom(e) else "non-finite", "reason": str(e).split("\n")[0][:200]}
                         del x, args
                         if device.type == "cuda":
                             torch.cuda.empty_cache()
                         out.write(json.dumps(record) + "\n")
                         out.flush()
+                        m = record["metrics"]
                         print(f"{record['subject']:14s} d={d} {mask:6s} N={n:6d}: " +
-                              (f"{record['ms']:9.3f} ms, peak " + (f"{record['peak_bytes']:.3e} B" if record["peak_bytes"] is not None else "n/a") if record["status"] == "ok" else record["status"]))
-                        if record["status"] == "oom":
+                              (f"{m['median_ms']:9.3f} ms, peak " + (f"{m['peak_bytes']:.3e} B" if m["peak_bytes"] is not None else "n/a")
+                               if m["status"] == "ok" else m["status"]))
+                        if m["status"] == "oom":
                             break  # larger N would run out too
     return 0
 

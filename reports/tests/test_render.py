@@ -127,3 +127,23 @@ def test_bench_throughput_and_ratios_against_sdpa_flash(tmp_path):
     bench = figure(result, "bench")
     assert {(r["subject"], r["TFLOP/s"]) for r in bench.table} == {("torch.sdpa.flash", 300.0), ("cuda.fa2", 240.0)}
     assert "fwd bf16 d=128 none N=4096: torch.sdpa.flash 300 TFLOP/s; cuda.fa2 0.80x" in bench.findings
+
+
+def test_hvp_bench_draws_time_and_memory_with_fitted_exponents_and_lists_oom(tmp_path):
+    def rec(subject, n, ms, peak, status="ok"):
+        metrics = {"status": status, "median_ms": ms, "ms": [ms], "peak_bytes": peak} if status == "ok" else {"status": status, "reason": "CUDA out of memory"}
+        return header("hvp-bench", verdict="measured", subject=subject, dtype="bf16", mask="none", method="test",
+                      shape={"B": 1, "H": 8, "N": n, "d": 64}, x={"name": "N", "value": n}, metrics=metrics)
+    ns = (1024, 2048, 4096, 8192)
+    recs = [rec("torch.eager", n, 1e-6 * n**2, 64.0 * n**2) for n in ns] + [rec("torch.eager", 16384, None, None, "oom")]
+    recs += [rec("cuda.hog", n, 1e-7 * n**2, 4096.0 * n) for n in ns + (16384,)]
+    write_jsonl(tmp_path / "records" / "hvp.jsonl", recs)
+    result = render([tmp_path / "records"], tmp_path / "out")
+    f = figure(result, "hvp-bench")
+    exps = {row["subject"]: row["memory exponent"] for row in f.table}
+    assert exps["torch.eager"] == pytest.approx(2.0, abs=1e-9)
+    assert exps["cuda.hog"] == pytest.approx(1.0, abs=1e-9)
+    oom = [row for row in f.table if row["status"] == "oom"]
+    assert [(row["subject"], row["N"]) for row in oom] == [("torch.eager", 16384)]
+    assert any("out of memory at N = 16384" in x for x in f.findings)
+    assert (tmp_path / "out" / f.path).read_bytes()[:8] == PNG

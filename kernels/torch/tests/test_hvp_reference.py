@@ -46,13 +46,15 @@ class HvpReference(unittest.TestCase):
             self.assertEqual(rc, 0)
             with open(out) as f:
                 records = [json.loads(line) for line in f]
-        self.assertEqual([(r["mask"], r["N"]) for r in records], [("none", 8), ("none", 17), ("causal", 8), ("causal", 17)])
+        self.assertEqual([(r["mask"], r["shape"]["N"]) for r in records], [("none", 8), ("none", 17), ("causal", 8), ("causal", 17)])
         for r in records:
-            self.assertEqual(r["status"], "ok")
-            self.assertEqual(r["subject"], "torch.eager")
-            self.assertGreater(r["ms"], 0)
-            self.assertEqual(len(r["ms_all"]), 2)
-            self.assertIsNone(r["peak_bytes"])  # measured on a GPU only
+            for key in ("schema", "kind", "experiment", "device", "commit", "time", "verdict"):  # the report's schema
+                self.assertIn(key, r)
+            self.assertEqual((r["kind"], r["experiment"], r["subject"]), ("experiment", "hvp-bench", "torch.eager"))
+            self.assertEqual(r["metrics"]["status"], "ok")
+            self.assertGreater(r["metrics"]["median_ms"], 0)
+            self.assertEqual(len(r["metrics"]["ms"]), 2)
+            self.assertIsNone(r["metrics"]["peak_bytes"])  # measured on a GPU only
 
     def test_bad_arguments_exit_2(self):
         with tempfile.TemporaryDirectory() as d:

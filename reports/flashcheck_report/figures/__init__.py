@@ -1,6 +1,6 @@
 """One module per experiment; each `draw(records, out_dir)` returns the Figures it wrote."""
 
-from . import error_sweeps, gradcheck_matrix, memory, rescale, rounding, throughput
+from . import error_sweeps, gradcheck_matrix, hvp, memory, rescale, rounding, throughput
 
 # experiment name -> drawer; the page shows them in this order.
 DRAWERS = {
@@ -12,4 +12,5 @@ DRAWERS = {
     "memory-scaling": memory.draw,
     "gradcheck-matrix": gradcheck_matrix.draw,
     "bench": throughput.draw,
+    "hvp-bench": hvp.draw,
 }
