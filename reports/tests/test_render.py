@@ -146,4 +146,5 @@ def test_hvp_bench_draws_time_and_memory_with_fitted_exponents_and_lists_oom(tmp
     oom = [row for row in f.table if row["status"] == "oom"]
     assert [(row["subject"], row["N"]) for row in oom] == [("torch.eager", 16384)]
     assert any("out of memory at N = 16384" in x for x in f.findings)
+    assert "cuda.hog, d = 64, none, N = 8192: 6.71 ms, 10.0x eager" in f.findings
     assert (tmp_path / "out" / f.path).read_bytes()[:8] == PNG

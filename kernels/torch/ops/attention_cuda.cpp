@@ -1,9 +1,11 @@
-// The attention ops on CUDA tensors: cuda.fa2's kernels (kernels/cuda/fa2_kernels.hpp) run on
-// PyTorch's tensors in place, on the current stream of the tensors' device. Inputs whose rows are not
-// 16-byte aligned (a stride that is not a multiple of 8 elements, or D not contiguous) are copied to
-// contiguous first. The policy must be the uniform one of q's dtype (bf16 or fp16), optionally with
-// stochastic rounding; fp32/fp64, other head dims and the double backward (until cuda.hog exists, issue
-// 9) raise a clear error naming what is missing.
+// The attention ops on CUDA tensors: cuda.fa2's forward and backward (kernels/cuda/fa2_kernels.hpp) and
+// Flash Hog's double backward, cuda.hog and cuda.hog.2pass (kernels/cuda/hog_kernels.hpp), run on
+// PyTorch's tensors in place, on the current stream of the tensors' device; their workspaces (D, dd, b:
+// O(N) floats) are PyTorch allocations, so torch.cuda's memory statistics count them. Inputs whose rows
+// are not 16-byte aligned (a stride that is not a multiple of 8 elements, or D not contiguous) are copied
+// to contiguous first. The policy must be the uniform one of q's dtype (bf16 or fp16), optionally with
+// stochastic rounding; fp32/fp64, other head dims and kernels with no CUDA version raise a clear error
+// naming what is missing.
 #include <c10/core/DeviceGuard.h>
 #include <torch/version.h>
 
@@ -16,9 +18,11 @@
 #if FLASHCHECK_HAVE_CUDA && TORCH_VERSION_MAJOR >= 2
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <initializer_list>
 #include <stdexcept>
 
 #include "kernels/cuda/fa2_kernels.hpp"
+#include "kernels/cuda/hog_kernels.hpp"
 #include "kernels/cuda/shape_params.hpp"
 #define FLASHCHECK_TORCH_CUDA_KERNELS 1
 #else
@@ -30,22 +34,32 @@ namespace fc::kernels::pt::ops {
 #if FLASHCHECK_TORCH_CUDA_KERNELS
 namespace {
 
-// The problem restricted to what cuda.fa2 implements, or a TORCH_CHECK naming the limit.
-cuda::StorageType require_fa2(const char* op, const Problem& p, c10::string_view kernel) {
-  TORCH_CHECK(kernel == "fa2", "flashcheck.", op, ": no CUDA kernel cuda.", std::string(kernel.data(), kernel.size()),
-              " yet (CUDA tensors: kernel='fa2'); CPU tensors run every CPU backend");
+// The problem restricted to what the CUDA kernels implement (one 16-bit storage format, head dims 64
+// and 128, v's head dim equal to q's), or a TORCH_CHECK naming the limit. `kernel` must be one of
+// `have` (the op's CUDA kernels); `argument` names the Python argument that picks it.
+cuda::StorageType require_cuda_kernel(const char* op, const Problem& p, c10::string_view kernel, std::initializer_list<const char*> have,
+                                      const char* argument) {
+  const std::string name = "cuda." + std::string(kernel.data(), kernel.size());
+  bool known = false;
+  std::string listed;
+  for (const char* h : have) known = known || kernel == h, listed += std::string(listed.empty() ? "" : ", ") + "'" + h + "'";
+  TORCH_CHECK(known, "flashcheck.", op, ": no CUDA kernel ", name, " yet (CUDA tensors: ", argument, " ", listed,
+              "); CPU tensors run every CPU backend");
   const Format t = p.policy.format(Role::q);
-  TORCH_CHECK(t == Format::bf16 || t == Format::fp16, "flashcheck.", op, ": cuda.fa2 computes in bfloat16 or float16, got ",
+  TORCH_CHECK(t == Format::bf16 || t == Format::fp16, "flashcheck.", op, ": ", name, " computes in bfloat16 or float16, got ",
               std::string(fc::name(t)), " (CPU tensors take every format)");
   PrecisionPolicy uniform = PrecisionPolicy::uniform(t);
   uniform.rounding = p.policy.rounding, uniform.seed = p.policy.seed;
-  TORCH_CHECK(p.policy == uniform, "flashcheck.", op, ": cuda.fa2 stores every tensor in one format; policy ", p.policy.to_string(),
+  TORCH_CHECK(p.policy == uniform, "flashcheck.", op, ": ", name, " stores every tensor in one format; policy ", p.policy.to_string(),
               " mixes formats");
-  TORCH_CHECK(cuda::fa2_supports_head_dim(p.shape.head_dim), "flashcheck.", op, ": cuda.fa2 has head dims 64 and 128, got ",
+  TORCH_CHECK(cuda::fa2_supports_head_dim(p.shape.head_dim), "flashcheck.", op, ": ", name, " has head dims 64 and 128, got ",
               p.shape.head_dim);
-  TORCH_CHECK(p.shape.head_dim_v == p.shape.head_dim, "flashcheck.", op, ": cuda.fa2 needs v's head dim equal to q's (",
+  TORCH_CHECK(p.shape.head_dim_v == p.shape.head_dim, "flashcheck.", op, ": ", name, " needs v's head dim equal to q's (",
               p.shape.head_dim_v, " != ", p.shape.head_dim, ")");
   return t == Format::bf16 ? cuda::StorageType::bf16 : cuda::StorageType::fp16;
+}
+cuda::StorageType require_fa2(const char* op, const Problem& p, c10::string_view kernel) {
+  return require_cuda_kernel(op, p, kernel, {"fa2"}, "kernel=");
 }
 
 // t itself when the kernels can read it in place (unit stride along D, 16-byte aligned rows), else a
@@ -118,6 +132,44 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor& q
   return {dq, dk, dv};
 }
 
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> double_backward_cuda(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& o, const at::Tensor& lse, const at::Tensor& dout,
+    const c10::optional<at::Tensor>& ddq, const c10::optional<at::Tensor>& ddk, const c10::optional<at::Tensor>& ddv,
+    c10::string_view mask, c10::optional<double> scale, c10::string_view kernel, c10::optional<c10::string_view> policy) {
+  const char* op = "attention_double_backward";
+  const Problem p = check_problem(op, q, k, v, mask, scale, policy);
+  check_saved(op, p, q, o, lse, dout);
+  const cuda::StorageType type = require_cuda_kernel(op, p, kernel, {"hog", "hog.2pass"}, "double_backward_kernel=");
+  const c10::DeviceGuard device(q.device());
+  // An absent cotangent is zero (autograd passes none for an unused first-order gradient).
+  const auto cotangent = [&](const c10::optional<at::Tensor>& t, const at::Tensor& like, const char* what) {
+    if (!t || !t->defined()) return at::zeros(like.sizes(), like.options());
+    check_tensor(op, what, *t, 4, like.scalar_type(), q.device());
+    check_same_shape(op, what, *t, like.sizes());
+    return kernel_ready(*t);
+  };
+  const at::Tensor ddq_ = cotangent(ddq, q, "ddq"), ddk_ = cotangent(ddk, k, "ddk"), ddv_ = cotangent(ddv, v, "ddv");
+  for (auto [t, what] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}, std::pair{&dout, "dout"}, std::pair{&ddq_, "ddq"},
+                         std::pair{&ddk_, "ddk"}, std::pair{&ddv_, "ddv"}}) {
+    check_finite(op, what, *t);
+  }
+  const at::Tensor qr = kernel_ready(q), kr = kernel_ready(k), vr = kernel_ready(v), or_ = kernel_ready(o), gr = kernel_ready(dout);
+  const at::Tensor l = lse.contiguous();
+  at::Tensor dq2 = at::empty(q.sizes(), q.options()), dk2 = at::empty(k.sizes(), k.options()), dv2 = at::empty(v.sizes(), v.options());
+  at::Tensor ddo = at::empty(dout.sizes(), dout.options());
+  at::Tensor stats = at::empty({3, l.numel()}, l.options());  // D, dd, b: the O(N) workspace
+  cuda::HogParams h;
+  h.shape = cuda::shape_params(p.shape, p.mask, p.scale), h.type = type;
+  h.q = strided(qr), h.k = strided(kr), h.v = strided(vr), h.o = strided(or_), h.dout = strided(gr);
+  h.ddq = strided(ddq_), h.ddk = strided(ddk_), h.ddv = strided(ddv_), h.lse = l.data_ptr<float>();
+  h.dq2 = strided_out(dq2), h.dk2 = strided_out(dk2), h.dv2 = strided_out(dv2), h.ddo = strided_out(ddo);
+  h.delta = stats[0].data_ptr<float>(), h.dd = stats[1].data_ptr<float>(), h.b = stats[2].data_ptr<float>();
+  h.two_pass = kernel == "hog.2pass";
+  h.rounding = {p.policy.rounding == Rounding::stochastic, p.policy.seed}, h.grad_stream = p.policy.stream(Role::grad).stream;
+  launch(op, [&] { cuda::hog_double_backward(h, current_stream(q)); });
+  return {dq2, dk2, dv2, ddo};
+}
+
 #else  // no CUDA kernels in this build (or libtorch < 2): a clear error
 
 std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::string_view,
@@ -129,14 +181,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor&, 
                                                              c10::string_view kernel, c10::optional<c10::string_view>) {
   no_cuda_kernel("attention_backward", "cuda." + std::string(kernel.data(), kernel.size()));
 }
-
-#endif
-
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> double_backward_cuda(
     const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
     const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>&, c10::string_view,
     c10::optional<double>, c10::string_view kernel, c10::optional<c10::string_view>) {
   no_cuda_kernel("attention_double_backward", "cuda." + std::string(kernel.data(), kernel.size()));
 }
+
+#endif
 
 }  // namespace fc::kernels::pt::ops

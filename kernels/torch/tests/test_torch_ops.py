@@ -155,9 +155,10 @@ class AttentionErrors(unittest.TestCase):
 
 
 
-@unittest.skipUnless(torch.cuda.is_available(), "no CUDA device: the CUDA dispatch (cuda.fa2) cannot be exercised here")
+@unittest.skipUnless(torch.cuda.is_available(), "no CUDA device: the CUDA dispatch (cuda.fa2, cuda.hog) cannot be exercised here")
 class AttentionCuda(unittest.TestCase):
-    """CUDA tensors run cuda.fa2 in place; its results are cpu.fa2's up to the accumulation order."""
+    """CUDA tensors run cuda.fa2 and cuda.hog in place; their results are cpu.fa2's and cpu.hog's up to
+    the accumulation order."""
 
     def test_forward_and_gradients_match_the_cpu_op(self):
         for dtype, u in ((torch.bfloat16, 2.0 ** -8), (torch.float16, 2.0 ** -11)):
@@ -189,9 +190,66 @@ class AttentionCuda(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "no CUDA kernel cuda.fa1"):
             flashcheck.attention(q, k, v, kernel="fa1")
         qg = q.detach().requires_grad_()
-        (dq,) = torch.autograd.grad(flashcheck.attention(qg, k, v).sum(), qg, create_graph=True)
-        with self.assertRaisesRegex(RuntimeError, "no CUDA kernel cuda.hog"):
+        (dq,) = torch.autograd.grad(flashcheck.attention(qg, k, v, double_backward_kernel="naive").sum(), qg, create_graph=True)
+        with self.assertRaisesRegex(RuntimeError, "no CUDA kernel cuda.naive"):
             torch.autograd.grad(dq.sum(), qg)
+        o, lse = torch.ops.flashcheck.attention_forward(q, k, v)
+        do = torch.randn_like(o)
+        ddq = torch.randn_like(q)
+        ddq[0, 0, 1, 2] = float("inf")
+        with self.assertRaisesRegex(RuntimeError, "ddq"):
+            torch.ops.flashcheck.attention_double_backward(q, k, v, o, lse, do, ddq, None, None)
+        with self.assertRaisesRegex(RuntimeError, "ddk"):
+            torch.ops.flashcheck.attention_double_backward(q, k, v, o, lse, do, None, k[:, :, :1], None)
+
+    def test_second_derivative_matches_the_cpu_op(self):
+        # A whole HVP on the GPU: cuda.fa2's forward and backward, then cuda.hog's double backward (a
+        # second torch.autograd.grad), against the same chain on the CPU backends (cpu.fa2, cpu.hog).
+        # The rounding points are the same; the fp32 accumulation order differs, so a storage rounding
+        # (of P, dS, dS', ddP as tensor-core operands, and of the outputs) can land one ulp (2u) apart.
+        # Each output is a sum of two products of such operands over Nk (or Nq) terms that partly cancel,
+        # so the bound is 16u of the tensor's largest entry: 2u per flipped operand, a factor 2 for the two
+        # products, and up to 4 for the cancellation between them (the harness's elementwise bound,
+        # kernels/cuda/tests, is the tight one; this checks the op's wiring: strides, GQA, masks, tails).
+        for dtype, u in ((torch.bfloat16, 2.0 ** -8), (torch.float16, 2.0 ** -11)):
+            for hog in ("hog", "hog.2pass"):
+                for mask in ("none", "causal_tl", "causal_br"):
+                    with self.subTest(dtype=dtype, double_backward_kernel=hog, mask=mask):
+                        q, k, v = random_qkv(b=2, hq=4, hkv=2, nq=70, nk=131, d=64, dv=64, dtype=dtype)
+                        # [B, N, H, D] memory seen as [B, H, N, D]: the kernels read these strides in place
+                        q, k, v = (x.detach().transpose(1, 2).contiguous().transpose(1, 2).requires_grad_() for x in (q, k, v))
+                        do = torch.randn(2, 4, 70, 64, dtype=dtype)
+                        dd = [torch.randn_like(x) for x in (q, k, v)]
+
+                        def hvp(q, k, v, do, dd):
+                            do = do.detach().requires_grad_()
+                            o = flashcheck.attention(q, k, v, **MASKS[mask], double_backward_kernel=hog)
+                            grads = torch.autograd.grad(o, (q, k, v), do, create_graph=True)
+                            return torch.autograd.grad(grads, (q, k, v, do), dd)
+
+                        on_cpu = hvp(q, k, v, do, dd)
+                        on_gpu = hvp(*(x.detach().cuda().requires_grad_() for x in (q, k, v)), do.cuda(), [x.cuda() for x in dd])
+                        for name, a, b in zip(("dq'", "dk'", "dv'", "ddo"), on_cpu, on_gpu):
+                            self.assertTrue(b.is_cuda)
+                            scale = a.double().abs().max().item()
+                            diff = (a.double() - b.cpu().double()).abs().max().item()
+                            self.assertLessEqual(diff, 16 * u * scale, f"{name}: {diff} > 16u * {scale}")
+
+    def test_functional_hvp_on_cuda_matches_the_cpu_op(self):
+        # torch.autograd.functional.hvp differentiates the double backward once more with respect to its
+        # cotangents (the "double backward trick"): the Hog kernel runs again with new cotangents.
+        q, k, v = random_qkv(b=1, hq=2, hkv=2, nq=40, nk=40, d=64, dv=64, dtype=torch.float32)
+        q, k, v = (x.detach().to(torch.bfloat16) for x in (q, k, v))
+        u = tuple(torch.randn_like(x) for x in (q, k, v))
+
+        def loss(q, k, v):
+            return flashcheck.attention(q, k, v, causal=True).float().pow(2).sum()
+
+        _, on_cpu = torch.autograd.functional.hvp(loss, (q, k, v), u)
+        _, on_gpu = torch.autograd.functional.hvp(loss, tuple(x.cuda() for x in (q, k, v)), tuple(x.cuda() for x in u))
+        for a, b in zip(on_cpu, on_gpu):
+            scale = a.double().abs().max().item()
+            self.assertLessEqual((a.double() - b.cpu().double()).abs().max().item(), 16 * 2.0 ** -8 * scale)
 
 
 def attnres_reference(values, partial, queries, eps=1e-6):

@@ -1,7 +1,8 @@
 """hvp-bench: a full Hessian-vector product through attention (forward, backward, double backward) against
 N: median time and peak memory beyond the inputs, log-log, one column per head dim x mask x format;
 series per subject (eager PyTorch and torch.compile through plain attention from
-kernels/torch/hvp_reference.py, dashed; flashcheck's kernels solid). The memory exponent is fitted per
+kernels/torch/hvp_bench.py, dashed; flashcheck's kernels solid, with the TFLOP/s of the products their
+passes perform in the table). The memory exponent is fitted per
 series: about 2 for plain attention's N x N matrices, about 1 for Flash Hog. Sizes that ran out of
 memory are listed in the table, not drawn."""
 
@@ -37,7 +38,9 @@ def draw(records, out_dir):
                 table.append({"d": d, "mask": mask, "dtype": dtype, "subject": subject, "N": x, "status": m.get("status", "ok"),
                               "median ms": number(m["median_ms"]) if _ok(r) else None,
                               "peak MiB": number(m["peak_bytes"]) / 2**20 if _ok(r) and m.get("peak_bytes") is not None else None,
-                              "memory exponent": slope})
+                              "memory exponent": slope,
+                              "TFLOP/s": number(m["tflops"]) if _ok(r) and "tflops" in m else None,
+                              "double backward TFLOP/s": number(m["bwdbwd_tflops"]) if _ok(r) and "bwdbwd_tflops" in m else None})
         for i, label in enumerate(("HVP time (ms)", "peak memory beyond inputs (MiB)")):
             ax = axes[i][j]
             ax.set_xscale("log", base=2)
@@ -60,6 +63,12 @@ def draw(records, out_dir):
         if row["memory exponent"] is not None:
             exponents[(row["subject"], row["d"], row["mask"], row["dtype"])] = row["memory exponent"]
     figure.findings = [f"{s}, d = {d}, {mask}, {dtype}: memory N^{e:.2f}" for (s, d, mask, dtype), e in sorted(exponents.items())]
+    # each non-eager subject's speed against eager PyTorch at the sizes both ran
+    ms_of = {(row["subject"], row["d"], row["mask"], row["dtype"], row["N"]): row["median ms"] for row in table if row["median ms"]}
+    for (subject, d, mask, dtype, n), ms in sorted(ms_of.items()):
+        eager = ms_of.get(("torch.eager", d, mask, dtype, n))
+        if subject != "torch.eager" and eager:
+            figure.findings.append(f"{subject}, d = {d}, {mask}, N = {n:.0f}: {ms:.3g} ms, {eager / ms:.1f}x eager")
     ooms = sorted({(row["subject"], row["d"], row["mask"], row["N"]) for row in table if row["status"] == "oom"})
     figure.findings += [f"{s}, d = {d}, {mask}: out of memory at N = {n}" for s, d, mask, n in ooms]
     return [save(fig, out_dir, figure)]
