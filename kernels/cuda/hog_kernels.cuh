@@ -11,6 +11,8 @@
 //     query row of its GQA group that sees them: dK' = s (dS^T ddQ + dS'^T Q), dV' = ddP^T dO.
 // Each output is written once by one block: no atomics, deterministic; the extra memory is D, dd and b
 // (O(Nq)). Every sum is fp32; the elementwise formulas in fp32; outputs rounded per the policy.
+// Both kernels keep two stages of the tiles they walk (key tiles; row tiles and their statistics): the
+// next step's cp.async runs during this step's products (kernels/cuda/NOTES.md, cuda.hog version 2).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,14 +37,18 @@ template <int D>
 struct HogQueryConfig {
   using RowTile = SwizzledTile<kHogBlockM, D>;  // Q, dO, ddQ
   using KeyTile = SwizzledTile<kHogBlockN, D>;  // K, V, ddK, ddV
-  static constexpr int kSmemBytes = (3 * kHogBlockM * D + 4 * kHogBlockN * D) * 2;
+  static constexpr int kStageElements = 4 * kHogBlockN * D;  // one stage of key tiles
+  // Q, dO, ddQ; two stages of K, V, ddK, ddV (d = 128: 48 + 64 KiB, two blocks per SM)
+  static constexpr int kSmemBytes = (3 * kHogBlockM * D + 2 * kStageElements) * 2;
 };
 template <int D>
 struct HogKeyConfig {
   using KeyTile = SwizzledTile<kHogKeyBlockN, D>;  // K, V, ddK, ddV
   using RowTile = SwizzledTile<kHogKeyStep, D>;    // Q, dO, ddQ
-  // K, V, ddK, ddV; Q, dO, ddQ; L log2 e, D, dd, b of the step's rows
-  static constexpr int kSmemBytes = (4 * kHogKeyBlockN * D + 3 * kHogKeyStep * D) * 2 + 4 * kHogKeyStep * 4;
+  static constexpr int kStageElements = 3 * kHogKeyStep * D;  // one stage of row tiles
+  static constexpr int kStats = 4 * kHogKeyStep;              // L, D, dd, b of a stage's rows (fp32)
+  // K, V, ddK, ddV; two stages of Q, dO, ddQ and of the rows' statistics (d = 128: 64 + 48 + 1 KiB)
+  static constexpr int kSmemBytes = (4 * kHogKeyBlockN * D + 2 * kStageElements) * 2 + 2 * kStats * 4;
 };
 
 template <class T>
@@ -66,10 +72,9 @@ __global__ void __launch_bounds__(kHogThreads) hog_query_kernel(const HogParams 
   T* sQ = reinterpret_cast<T*>(smem_bytes);
   T* sG = sQ + kHogBlockM * D;   // dO
   T* sDq = sG + kHogBlockM * D;  // ddQ
-  T* sK = sDq + kHogBlockM * D;
-  T* sV = sK + kHogBlockN * D;
-  T* sDk = sV + kHogBlockN * D;  // ddK
-  T* sDv = sDk + kHogBlockN * D;  // ddV
+  T* sKeys = sDq + kHogBlockM * D;  // two stages of K, V, ddK, ddV
+  // The dd pass needs S and ddS only: neither dO nor V, ddV (3 products, not 5).
+  constexpr bool kNeedsDp = kPass != HogPass::kDd;
 
   const AttentionShapeParams& s = p.shape;
   const int tiles_m = (s.seq_q + kHogBlockM - 1) / kHogBlockM;
@@ -82,7 +87,7 @@ __global__ void __launch_bounds__(kHogThreads) hog_query_kernel(const HogParams 
   const float scale2 = s.scale * kLog2e, sc = s.scale;
 
   load_tile_async<kHogBlockM, D, kHogThreads>(sQ, head_ptr<T>(p.q, b, h), p.q.row, row0, s.seq_q);
-  load_tile_async<kHogBlockM, D, kHogThreads>(sG, head_ptr<T>(p.dout, b, h), p.dout.row, row0, s.seq_q);
+  if constexpr (kNeedsDp) load_tile_async<kHogBlockM, D, kHogThreads>(sG, head_ptr<T>(p.dout, b, h), p.dout.row, row0, s.seq_q);
   load_tile_async<kHogBlockM, D, kHogThreads>(sDq, head_ptr<T>(p.ddq, b, h), p.ddq.row, row0, s.seq_q);
   cp_async_commit();
 
@@ -112,16 +117,25 @@ __global__ void __launch_bounds__(kHogThreads) hog_query_kernel(const HogParams 
   const T* v = head_ptr<T>(p.v, b, hk);
   const T* ddk = head_ptr<T>(p.ddk, b, hk);
   const T* ddv = head_ptr<T>(p.ddv, b, hk);
+  const auto issue_tile = [&](int j, int stage) {  // key tile j into a stage: K, V, ddK, ddV
+    T* st = sKeys + stage * Cfg::kStageElements;
+    const int col0 = j * kHogBlockN;
+    load_tile_async<kHogBlockN, D, kHogThreads>(st, k, p.k.row, col0, s.seq_k);
+    if constexpr (kNeedsDp) load_tile_async<kHogBlockN, D, kHogThreads>(st + kHogBlockN * D, v, p.v.row, col0, s.seq_k);
+    load_tile_async<kHogBlockN, D, kHogThreads>(st + 2 * kHogBlockN * D, ddk, p.ddk.row, col0, s.seq_k);
+    if constexpr (kNeedsDp) load_tile_async<kHogBlockN, D, kHogThreads>(st + 3 * kHogBlockN * D, ddv, p.ddv.row, col0, s.seq_k);
+    cp_async_commit();
+  };
+  if (n_tiles > 0) issue_tile(0, 0);
   for (int j = 0; j < n_tiles; ++j) {
     const int col0 = j * kHogBlockN;
-    __syncthreads();  // every warp is done with the previous key tile
-    load_tile_async<kHogBlockN, D, kHogThreads>(sK, k, p.k.row, col0, s.seq_k);
-    load_tile_async<kHogBlockN, D, kHogThreads>(sV, v, p.v.row, col0, s.seq_k);
-    load_tile_async<kHogBlockN, D, kHogThreads>(sDk, ddk, p.ddk.row, col0, s.seq_k);
-    load_tile_async<kHogBlockN, D, kHogThreads>(sDv, ddv, p.ddv.row, col0, s.seq_k);
-    cp_async_commit();
     cp_async_wait<0>();
-    __syncthreads();
+    __syncthreads();  // tile j is in; every warp is done with tile j - 1, whose stage the next load takes
+    if (j + 1 < n_tiles) issue_tile(j + 1, (j + 1) & 1);
+    const T* sK = sKeys + (j & 1) * Cfg::kStageElements;
+    const T* sV = sK + kHogBlockN * D;
+    const T* sDk = sV + kHogBlockN * D;  // ddK
+    const T* sDv = sDk + kHogBlockN * D;  // ddV
 
     HogTiles<kHogBlockN> tl;
     zero_fill(tl);
@@ -131,23 +145,23 @@ __global__ void __launch_bounds__(kHogThreads) hog_query_kernel(const HogParams 
 #pragma unroll
       for (int k2 = 0; k2 < 2; ++k2) {
         load_a<RowTile>(qa[k2], sQ, warp * 16, (kk + k2) * 16);
-        load_a<RowTile>(ga[k2], sG, warp * 16, (kk + k2) * 16);
+        if constexpr (kNeedsDp) load_a<RowTile>(ga[k2], sG, warp * 16, (kk + k2) * 16);
         load_a<RowTile>(da[k2], sDq, warp * 16, (kk + k2) * 16);
       }
 #pragma unroll
       for (int nb = 0; nb < kNB; ++nb) {
         uint32_t kb[4], vb[4], dkb[4], dvb[4];
         load_b_nk<KeyTile>(kb, sK, nb * 8, kk * 16);
-        load_b_nk<KeyTile>(vb, sV, nb * 8, kk * 16);
+        if constexpr (kNeedsDp) load_b_nk<KeyTile>(vb, sV, nb * 8, kk * 16);
         load_b_nk<KeyTile>(dkb, sDk, nb * 8, kk * 16);
-        load_b_nk<KeyTile>(dvb, sDv, nb * 8, kk * 16);
+        if constexpr (kNeedsDp) load_b_nk<KeyTile>(dvb, sDv, nb * 8, kk * 16);
 #pragma unroll
         for (int k2 = 0; k2 < 2; ++k2) {
           mma_16816<T>(tl.s[nb], qa[k2], kb[2 * k2], kb[2 * k2 + 1]);     // Q K^T
-          mma_16816<T>(tl.dp[nb], ga[k2], vb[2 * k2], vb[2 * k2 + 1]);    // dO V^T
+          if constexpr (kNeedsDp) mma_16816<T>(tl.dp[nb], ga[k2], vb[2 * k2], vb[2 * k2 + 1]);  // dO V^T
           mma_16816<T>(tl.dds[nb], da[k2], kb[2 * k2], kb[2 * k2 + 1]);   // ddQ K^T
           mma_16816<T>(tl.dds[nb], qa[k2], dkb[2 * k2], dkb[2 * k2 + 1]); // + Q ddK^T
-          mma_16816<T>(tl.x[nb], ga[k2], dvb[2 * k2], dvb[2 * k2 + 1]);   // dO ddV^T
+          if constexpr (kNeedsDp) mma_16816<T>(tl.x[nb], ga[k2], dvb[2 * k2], dvb[2 * k2 + 1]);  // dO ddV^T
         }
       }
     }
@@ -256,13 +270,8 @@ __global__ void __launch_bounds__(kHogThreads) hog_key_kernel(const HogParams p)
   T* sV = sK + kHogKeyBlockN * D;
   T* sDk = sV + kHogKeyBlockN * D;
   T* sDv = sDk + kHogKeyBlockN * D;
-  T* sQ = sDv + kHogKeyBlockN * D;
-  T* sG = sQ + kM * D;
-  T* sDq = sG + kM * D;
-  float* sL = reinterpret_cast<float*>(sDq + kM * D);  // L log2 e, then D, dd, b of the step's rows
-  float* sD = sL + kM;
-  float* sDd = sD + kM;
-  float* sB = sDd + kM;
+  T* sRows = sDv + kHogKeyBlockN * D;  // two stages of Q, dO, ddQ
+  float* sStats = reinterpret_cast<float*>(sRows + 2 * Cfg::kStageElements);  // two stages of L, D, dd, b
 
   const AttentionShapeParams& s = p.shape;
   const int hk = blockIdx.y, b = blockIdx.z, group = s.heads_q / s.heads_kv;
@@ -285,26 +294,44 @@ __global__ void __launch_bounds__(kHogThreads) hog_key_kernel(const HogParams p)
   const int first_row = causal ? max(0, key0 - offset) : 0;
   const int m_begin = first_row / kM, tiles_m = (s.seq_q + kM - 1) / kM;
 
-  for (int gh = 0; gh < group; ++gh) {
-    const int h = hk * group + gh;
-    const std::int64_t stat_row0 = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q;
-    for (int m_tile = m_begin; m_tile < tiles_m; ++m_tile) {
-      const int q0 = m_tile * kM;
-      __syncthreads();  // every warp is done with the previous step's rows
-      load_tile_async<kM, D, kHogThreads>(sQ, head_ptr<T>(p.q, b, h), p.q.row, q0, s.seq_q);
-      load_tile_async<kM, D, kHogThreads>(sG, head_ptr<T>(p.dout, b, h), p.dout.row, q0, s.seq_q);
-      load_tile_async<kM, D, kHogThreads>(sDq, head_ptr<T>(p.ddq, b, h), p.ddq.row, q0, s.seq_q);
-      cp_async_commit();
-      if (threadIdx.x < kM) {
-        const int row = q0 + threadIdx.x;
-        const bool inside = row < s.seq_q;
-        sL[threadIdx.x] = inside ? lse_log2(p.lse[stat_row0 + row]) : INFINITY;  // rows past Nq: P = 0
-        sD[threadIdx.x] = inside ? p.delta[stat_row0 + row] : 0.f;
-        sDd[threadIdx.x] = inside ? p.dd[stat_row0 + row] : 0.f;
-        sB[threadIdx.x] = inside ? p.b[stat_row0 + row] : 0.f;
-      }
+  // The steps: every query row tile of each query head of the group that sees these keys, in order.
+  // Step i + 1's Q, dO, ddQ and its rows' L, D, dd, b (4 bytes each by cp.async) go into the other
+  // stage during step i. Rows past Nq read zeros (L = D = dd = b = 0 and zero Q, dO, ddQ): their P is 1
+  // where visible, but dP, ddS, X and the statistics are 0, so dS, dS' and ddP are 0 and nothing
+  // reaches dK', dV'.
+  const int per_head = tiles_m - m_begin, steps = group * per_head;
+  const auto issue_step = [&](int gh, int m_tile, int stage) {
+    const int h = hk * group + gh, q0 = m_tile * kM;
+    T* st = sRows + stage * Cfg::kStageElements;
+    load_tile_async<kM, D, kHogThreads>(st, head_ptr<T>(p.q, b, h), p.q.row, q0, s.seq_q);
+    load_tile_async<kM, D, kHogThreads>(st + kM * D, head_ptr<T>(p.dout, b, h), p.dout.row, q0, s.seq_q);
+    load_tile_async<kM, D, kHogThreads>(st + 2 * kM * D, head_ptr<T>(p.ddq, b, h), p.ddq.row, q0, s.seq_q);
+    static_assert(Cfg::kStats <= kHogThreads, "one row statistic per thread");
+    if (threadIdx.x < Cfg::kStats) {
+      const int i = threadIdx.x % kM, which = threadIdx.x / kM;
+      const bool inside = q0 + i < s.seq_q;
+      const std::int64_t row = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q + (inside ? q0 + i : 0);
+      const float* src = (which == 0 ? p.lse : which == 1 ? p.delta : which == 2 ? p.dd : p.b) + row;
+      cp_async_4(sStats + stage * Cfg::kStats + threadIdx.x, src, inside ? 4 : 0);
+    }
+    cp_async_commit();
+  };
+  if (steps > 0) issue_step(0, m_begin, 0);
+  int gh = 0, m_tile = m_begin;
+  for (int step = 0; step < steps; ++step) {
+    const int stage = step & 1, q0 = m_tile * kM;
+    const int next_gh = m_tile + 1 < tiles_m ? gh : gh + 1, next_m = m_tile + 1 < tiles_m ? m_tile + 1 : m_begin;
+    {
       cp_async_wait<0>();
-      __syncthreads();
+      __syncthreads();  // this step's rows are in; every warp is done with the last step's stage
+      if (step + 1 < steps) issue_step(next_gh, next_m, stage ^ 1);
+      const T* sQ = sRows + stage * Cfg::kStageElements;
+      const T* sG = sQ + kM * D;
+      const T* sDq = sG + kM * D;
+      const float* sL = sStats + stage * Cfg::kStats;  // L (natural log), then D, dd, b
+      const float* sD = sL + kM;
+      const float* sDd = sD + kM;
+      const float* sB = sDd + kM;
 
       // Transposed tiles for the warp's 16 keys against the step's kM rows: S^T = K Q^T,
       // dP^T = V dO^T, ddS^T / s = ddK Q^T + K ddQ^T, X^T = ddV dO^T.
@@ -343,7 +370,7 @@ __global__ void __launch_bounds__(kHogThreads) hog_key_kernel(const HogParams p)
         for (int c = 0; c < 4; ++c) {
           const int key = my_key[c / 2], qi = nb * 8 + 2 * t + c % 2, row = q0 + qi;
           const bool visible = key < s.seq_k && (!causal || key <= row + offset);
-          const float pv = visible ? fast_exp2(fmaf(tl.s[nb][c], scale2, -sL[qi])) : 0.f;
+          const float pv = visible ? fast_exp2(fmaf(tl.s[nb][c], scale2, -lse_log2(sL[qi]))) : 0.f;
           const float dds = tl.dds[nb][c] * sc, dp = tl.dp[nb][c], x = tl.x[nb][c];
           const float dd = sDd[qi], dD = sD[qi];
           const float dpp = x - dp * dd - dds * dD + dp * dds;
@@ -374,6 +401,7 @@ __global__ void __launch_bounds__(kHogThreads) hog_key_kernel(const HogParams p)
         }
       }
     }
+    gh = next_gh, m_tile = next_m;
   }
   cp_async_wait<0>();  // (no step: the key tiles' load is still in flight)
 

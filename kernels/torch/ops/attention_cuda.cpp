@@ -94,7 +94,7 @@ std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor& q, const at::T
   const char* op = "attention_forward";
   const Problem p = check_problem(op, q, k, v, mask, scale, policy);
   const cuda::StorageType type = require_fa2(op, p, kernel);
-  for (auto [t, what] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}}) check_finite(op, what, *t);
+  check_all_finite(op, {{&q, "q"}, {&k, "k"}, {&v, "v"}});
   const c10::DeviceGuard device(q.device());
   const at::Tensor qr = kernel_ready(q), kr = kernel_ready(k), vr = kernel_ready(v);
   const auto& s = p.shape;
@@ -116,7 +116,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor& q
   const Problem p = check_problem(op, q, k, v, mask, scale, policy);
   check_saved(op, p, q, o, lse, dout);
   const cuda::StorageType type = require_fa2(op, p, kernel);
-  for (auto [t, what] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}, std::pair{&dout, "dout"}}) check_finite(op, what, *t);
+  check_all_finite(op, {{&q, "q"}, {&k, "k"}, {&v, "v"}, {&dout, "dout"}});
   const c10::DeviceGuard device(q.device());
   const at::Tensor qr = kernel_ready(q), kr = kernel_ready(k), vr = kernel_ready(v), or_ = kernel_ready(o), gr = kernel_ready(dout);
   const at::Tensor l = lse.contiguous();
@@ -149,10 +149,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> double_backward_cuda(
     return kernel_ready(*t);
   };
   const at::Tensor ddq_ = cotangent(ddq, q, "ddq"), ddk_ = cotangent(ddk, k, "ddk"), ddv_ = cotangent(ddv, v, "ddv");
-  for (auto [t, what] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}, std::pair{&dout, "dout"}, std::pair{&ddq_, "ddq"},
-                         std::pair{&ddk_, "ddk"}, std::pair{&ddv_, "ddv"}}) {
-    check_finite(op, what, *t);
-  }
+  check_all_finite(op, {{&q, "q"}, {&k, "k"}, {&v, "v"}, {&dout, "dout"}, {&ddq_, "ddq"}, {&ddk_, "ddk"}, {&ddv_, "ddv"}});
   const at::Tensor qr = kernel_ready(q), kr = kernel_ready(k), vr = kernel_ready(v), or_ = kernel_ready(o), gr = kernel_ready(dout);
   const at::Tensor l = lse.contiguous();
   at::Tensor dq2 = at::empty(q.sizes(), q.options()), dk2 = at::empty(k.sizes(), k.options()), dv2 = at::empty(v.sizes(), v.options());

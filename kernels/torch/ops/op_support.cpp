@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <vector>
 
 #include "kernels/builtin_subjects.hpp"
 #include "kernels/torch/tensor_bridge.hpp"
@@ -49,6 +50,15 @@ void check_tensor(const char* op, const char* what, const at::Tensor& t, int64_t
 
 void check_finite(const char* op, const char* what, const at::Tensor& t) {
   TORCH_CHECK(at::isfinite(t).all().item<bool>(), "flashcheck.", op, ": ", what, " contains NaN or Inf");
+}
+
+void check_all_finite(const char* op, std::initializer_list<std::pair<const at::Tensor*, const char*>> tensors) {
+  std::vector<at::Tensor> finite;
+  for (const auto& [t, what] : tensors) finite.push_back(at::isfinite(*t).all());
+  const at::Tensor flags = at::stack(finite).cpu();
+  const bool* ok = flags.data_ptr<bool>();
+  std::size_t i = 0;
+  for (const auto& [t, what] : tensors) TORCH_CHECK(ok[i++], "flashcheck.", op, ": ", what, " contains NaN or Inf");
 }
 
 void check_same_shape(const char* op, const char* what, const at::Tensor& t, at::IntArrayRef shape) {

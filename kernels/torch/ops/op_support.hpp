@@ -8,7 +8,9 @@
 #include <c10/util/string_view.h>
 
 #include <functional>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "kernels/attention_call.hpp"
 
@@ -25,6 +27,9 @@ double scale_for(const at::Tensor& q, const c10::optional<double>& scale);
 // TORCH_CHECKs: defined, `dims`-dimensional, of this dtype, on `device`, all values finite.
 void check_tensor(const char* op, const char* what, const at::Tensor& t, int64_t dims, at::ScalarType dtype, const at::Device& device);
 void check_finite(const char* op, const char* what, const at::Tensor& t);
+// The same for several tensors with one device-to-host transfer (a CUDA op would otherwise wait for the
+// device once per tensor); the error names the first tensor that is not finite.
+void check_all_finite(const char* op, std::initializer_list<std::pair<const at::Tensor*, const char*>> tensors);
 void check_same_shape(const char* op, const char* what, const at::Tensor& t, at::IntArrayRef shape);
 
 // Runs `body` with the subject serialised (subjects keep counters and options) and every flashcheck
