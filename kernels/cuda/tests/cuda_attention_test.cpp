@@ -115,7 +115,11 @@ TEST_P(CudaAttention, PassesTheHarnessInEveryOpAndPolicy) {
       EXPECT_EQ(r.passed + r.discarded, r.cases)
           << policy << " " << name(op) << "\n"
           << (r.failure ? r.failure->minimal + "\n" + r.failure->report.summary() : "");
-      EXPECT_LE(10 * r.discarded, r.cases);  // at most a tenth out of the format's range
+      // At most a tenth of the cases out of the format's range (the generator's sanity); a seventh for
+      // the double backward, whose intermediates and outputs hold products of two first-order
+      // quantities (dP o ddS, dO ddV^T against D dd), so more fp16 cases leave fp16's range: measured
+      // 7.2-12.0 % over five seeds of 500 fp16 cases (cuda.hog, 4ad2bec, H100), 0 % in bf16.
+      EXPECT_LE(100 * r.discarded, (op == Op::bwdbwd ? 15 : 10) * r.cases);
     }
   }
 }
