@@ -29,6 +29,7 @@ as "error" with its message.
 
 Usage: hvp_bench.py --out FILE.jsonl [--device cuda] [--n 1024,...,131072] [--heads 8] [--d 64,128]
                     [--mask none,causal] [--dtype bf16] [--modes eager,compile,hog,hog.2pass]
+       hvp_bench.py --out FILE.jsonl --table     (the side-by-side table of records already written)
 """
 import argparse
 import datetime
@@ -208,7 +209,16 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--long-ms", type=float, default=1000.0, help="a first run longer than this ends the warm-up; 3 timed runs")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--table", action="store_true", help="measure nothing: print the side-by-side table of the records in --out")
     a = ap.parse_args(argv)
+    if a.table:
+        try:
+            with open(a.out) as f:
+                print_table([r for r in map(json.loads, f) if r.get("experiment") == "hvp-bench"])
+        except (OSError, ValueError) as e:
+            print(f"hvp_bench: cannot read the records in {a.out}: {e}", file=sys.stderr)
+            return 2
+        return 0
 
     try:
         device = torch.device(a.device)

@@ -60,6 +60,7 @@ class HvpBench(unittest.TestCase):
             self.assertEqual(rc, 0)
             with open(out) as f:
                 records = [json.loads(line) for line in f]
+            self.assertEqual(hvp_bench.main(["--out", out, "--table"]), 0)  # the table of what was written
         self.assertEqual([(r["mask"], r["shape"]["N"]) for r in records], [("none", 8), ("none", 17), ("causal", 8), ("causal", 17)])
         for r in records:
             for key in ("schema", "kind", "experiment", "device", "commit", "time", "verdict"):  # the report's schema
@@ -76,6 +77,7 @@ class HvpBench(unittest.TestCase):
             self.assertEqual(hvp_bench.main(["--out", out, "--device", "cpu", "--n", "0"]), 2)
             self.assertEqual(hvp_bench.main(["--out", out, "--device", "cpu", "--mask", "diagonal"]), 2)
             self.assertEqual(hvp_bench.main(["--out", out, "--device", "cpu", "--modes", "hog"]), 2)  # CUDA kernels
+            self.assertEqual(hvp_bench.main(["--out", os.path.join(d, "missing.jsonl"), "--table"]), 2)
 
 
 if __name__ == "__main__":
