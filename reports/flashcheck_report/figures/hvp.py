@@ -54,7 +54,7 @@ def draw(records, out_dir):
     title = f"Hessian-vector product through attention: time and memory ({device})"
     fig.suptitle(title, fontsize=12)
     fig.tight_layout()
-    method = next((r.get("method") for r in records if r.get("method")), "")
+    method = "; ".join(sorted({r["method"] for r in records if r.get("method")}))  # it varies with N (long runs: fewer)
     figure = Figure(name="hvp-bench", experiment="hvp-bench", title=title, table=table,
                     caption="One full HVP (forward, backward, double backward) per point, " + method + ". Plain attention "
                             "through autograd (eager, torch.compile) dashed; sizes that ran out of memory are in the table.")
