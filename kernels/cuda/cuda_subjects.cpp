@@ -254,12 +254,7 @@ class CudaAttentionSubject : public Subject {
   // Runs the launches and waits for them: a launch error or a fault in the kernel becomes a SubjectError.
   template <class F>
   static void launch(const std::string& who, const char* what, F&& f) {
-    try {
-      f();
-    } catch (const std::runtime_error& e) {
-      throw SubjectError(who + ": " + what + ": " + e.what());
-    }
-    check_cuda(cudaDeviceSynchronize(), who, std::string(what) + " kernels");
+    run_kernels(who, what, f);
   }
 };
 
@@ -387,6 +382,7 @@ std::vector<std::unique_ptr<Subject>> make_cuda_subjects() {
   subjects.push_back(std::make_unique<CudaFa2>(true));
   subjects.push_back(std::make_unique<CudaHog>(false));
   subjects.push_back(std::make_unique<CudaHog>(true));
+  subjects.push_back(make_cuda_attnres());
   return subjects;
 }
 

@@ -3,6 +3,8 @@
 //   cuda.fa1   FlashAttention v1, fwd and bwd (fa1_forward.cuh; its bwd is fa2_backward.cuh's dk_dv in sequential mode)
 //   cuda.fa2   FlashAttention-2, fwd and bwd (fa2_forward.cuh, fa2_backward.cuh), deterministic bwd
 //   cuda.fa2.fast  the same with FA2's fast bwd (dQ by atomics)
+//   cuda.hog, cuda.hog.2pass  Flash Hog's double backward (hog_kernels.cuh); fwd, bwd: cuda.fa2's
+//   cuda.attnres  Attention Residuals, phase 1 and 2, fwd and bwd (attnres_kernels.cuh, attnres_subject.cpp)
 #pragma once
 
 #include <memory>
@@ -15,6 +17,7 @@ namespace fc::kernels::cuda {
 
 // Empty when no CUDA device is usable (device_unavailable_reason() says why).
 std::vector<std::unique_ptr<Subject>> make_cuda_subjects();
+std::unique_ptr<Subject> make_cuda_attnres();  // (one of them)
 std::string device_unavailable_reason();
 // "cuda: <the current device's name>".
 std::string device_name();

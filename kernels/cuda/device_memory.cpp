@@ -59,6 +59,8 @@ std::size_t element_bytes(Format f) { return static_cast<std::size_t>(format_inf
 
 }  // namespace
 
+void synchronize_device(const std::string& who, const std::string& what) { check_cuda(cudaDeviceSynchronize(), who, what); }
+
 DeviceInput to_device(const TensorView& t, const std::string& who, const std::string& what) {
   const std::size_t eb = element_bytes(t.format);
   const std::int64_t align = static_cast<std::int64_t>(16 / eb);

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include "kernels/attention_call.hpp"
@@ -14,6 +15,19 @@ namespace fc::kernels::cuda {
 
 // Throws SubjectError("<who>: <what>: <CUDA error>") unless e is cudaSuccess (e is a cudaError_t).
 void check_cuda(int e, const std::string& who, const std::string& what);
+
+// Runs f, which launches kernels and throws std::runtime_error for a failed launch, then waits for the
+// device: either failure becomes a SubjectError("<who>: <what>: ...").
+void synchronize_device(const std::string& who, const std::string& what);
+template <class F>
+void run_kernels(const std::string& who, const std::string& what, F&& f) {
+  try {
+    f();
+  } catch (const std::runtime_error& e) {
+    throw SubjectError(who + ": " + what + ": " + e.what());
+  }
+  synchronize_device(who, what + " kernels");
+}
 
 // Why no CUDA subject can run here ("" when a device is present).
 std::string device_unavailable_reason();

@@ -14,73 +14,18 @@
 #include "kernels/attnres_call.hpp"
 #include "kernels/cpu/attnres.hpp"
 #include "kernels/tensor_io.hpp"
+#include "kernels/tests/attnres_run.hpp"
 #include "oracle/attnres.hpp"
 
 namespace fc::kernels {
 namespace {
 
-// A tensor the test owns, in any format.
-struct Buffer {
-  std::vector<std::byte> bytes;
-  TensorView view_;
-  Buffer() = default;
-  Buffer(Format f, std::array<std::int64_t, 4> shape) {
-    bytes.resize(static_cast<std::size_t>(shape[0] * shape[1] * shape[2] * shape[3]) * static_cast<std::size_t>(format_info(f).bits / 8));
-    view_ = contiguous_view(bytes.data(), f, shape);
-  }
-  const TensorView& view() const { return view_; }
-  void fill(const std::vector<double>& x) { write_from(view_, std::span<const double>(x), Rounding::nearest_even); }
-};
+using testing::AttnResRun;
+using testing::Buffer;
 
-struct AttnResRun {
-  AttnResShape shape;
-  PrecisionPolicy policy;
-  std::vector<double> v, u, w, dh;
-  Buffer bv, bu, bw, bdh, o, o_scale, lse, h, h_scale, dv, du, dw;
-
-  AttnResRun(AttnResShape s, PrecisionPolicy p, unsigned seed, double sigma = 1.0) : shape(s), policy(p) {
-    std::mt19937_64 gen(seed);
-    std::normal_distribution<double> normal;
-    const auto draw = [&](std::size_t n, double scale) {
-      std::vector<double> x(n);
-      for (double& e : x) e = scale * normal(gen);
-      return x;
-    };
-    const std::int64_t N = s.sources, B = s.batch, T = s.tokens, D = s.dim, S = s.layers;
-    v = draw(static_cast<std::size_t>(N * B * T * D), sigma), u = draw(static_cast<std::size_t>(S * B * T * D), sigma);
-    w = draw(static_cast<std::size_t>(S * D), 1 / std::sqrt(static_cast<double>(D))), dh = draw(static_cast<std::size_t>(S * B * T * D), 1.0);
-    bv = Buffer(p.format(Role::v), {N, B, T, D}), bu = Buffer(p.format(Role::v), {S, B, T, D});
-    bw = Buffer(p.format(Role::q), {1, 1, S, D}), bdh = Buffer(p.format(Role::dout), {S, B, T, D});
-    bv.fill(v), bu.fill(u), bw.fill(w), bdh.fill(dh);
-    v = read_as_double(bv.view()), u = read_as_double(bu.view()), w = read_as_double(bw.view()), dh = read_as_double(bdh.view());
-    o = Buffer(p.format(Role::o), {S, B, T, D}), h = Buffer(p.format(Role::o), {S, B, T, D});
-    if (attnres_scaled_outputs(p)) o_scale = Buffer(Format::fp32, {S, B, T, 1}), h_scale = Buffer(Format::fp32, {S, B, T, 1});
-    lse = Buffer(p.format(Role::stats), {S, B, T, 1});
-    dv = Buffer(p.format(Role::grad), {N, B, T, D}), du = Buffer(p.format(Role::grad), {S, B, T, D});
-    dw = Buffer(p.format(Role::grad), {1, 1, S, D});
-  }
-  AttnResCall call() const {
-    AttnResCall c;
-    c.shape = shape, c.policy = policy;
-    c.values = bv.view(), c.partial = bu.view(), c.queries = bw.view();
-    return c;
-  }
-  void forward(Subject& s) {
-    AttnResCall c = call();
-    c.out_o = o.view(), c.out_o_scale = o_scale.view(), c.out_lse = lse.view(), c.out_h = h.view(), c.out_h_scale = h_scale.view();
-    s.run_attnres(Op::fwd, c);
-  }
-  void backward(Subject& s) {
-    AttnResCall c = call();
-    c.o = o.view(), c.o_scale = o_scale.view(), c.lse = lse.view(), c.dh = bdh.view();
-    c.d_values = dv.view(), c.d_partial = du.view(), c.d_queries = dw.view();
-    s.run_attnres(Op::bwd, c);
-  }
-  std::vector<double> values_of(const Buffer& b, const Buffer& scale) const { return read_rows_as_double(b.view(), scale.view()); }
-  oracle::AttnResShape oracle_shape() const {
-    return {shape.sources, shape.batch, shape.tokens, shape.dim, shape.layers, shape.eps};
-  }
-};
+oracle::AttnResShape oracle_shape(const AttnResRun& r) {
+  return {r.shape.sources, r.shape.batch, r.shape.tokens, r.shape.dim, r.shape.layers, r.shape.eps};
+}
 
 // max |a - b| / (1 + max |b|)
 double relative_difference(const std::vector<double>& a, const std::vector<double>& b) {
@@ -101,7 +46,7 @@ TEST(CpuAttnRes, IsTheOracleInFp64) {
     AttnResRun r(s, PrecisionPolicy::uniform(Format::fp64), 7);
     r.forward(*subject);
     r.backward(*subject);
-    const oracle::AttnResShape os = r.oracle_shape();
+    const oracle::AttnResShape os = oracle_shape(r);
     const auto p1 = oracle::attnres_phase1_forward<double>(os, r.v, r.w);
     const auto h = oracle::attnres_forward<double>(os, r.v, r.u, r.w);
     const auto g = oracle::attnres_backward<double>(os, r.v, r.u, r.w, r.dh);
@@ -123,7 +68,7 @@ TEST(CpuAttnRes, Fp16RowScalesHoldRowsBeyondFp16sRange) {
   auto subject = cpu::make_cpu_attnres();
   AttnResRun r({3, 2, 9, 16, 2, 1e-6}, PrecisionPolicy::parse("bf16,o=fp16"), 3, 1e6);
   r.forward(*subject);
-  const auto p1 = oracle::attnres_phase1_forward<double>(r.oracle_shape(), r.v, r.w);
+  const auto p1 = oracle::attnres_phase1_forward<double>(oracle_shape(r), r.v, r.w);
   const std::vector<double> o = r.values_of(r.o, r.o_scale);
   const std::size_t D = 16;
   double worst = 0;

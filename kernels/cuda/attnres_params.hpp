@@ -1,0 +1,54 @@
+// The parameters of the Attention Residuals kernels (attnres_kernels.cuh, EQUATIONS.md section 4): one
+// call's device tensors, each with its storage type, and the workspaces between the kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/attention_params.hpp"
+
+namespace fc::kernels::cuda {
+
+// A tensor's storage on the device; AttnRes stores each role in its own format (fp32, bf16, fp16), so
+// the kernels dispatch per tensor at run time (a uniform branch: the kernels are memory bound).
+enum class Elem : std::uint8_t { f32, bf16, f16 };
+
+// A [outer, B, T, D] (or [outer, B, T, 1]) tensor: element (i, b, t, c) at data + i outer + b batch +
+// t token + c. `scale`: per-row fp32 scales [outer, B, T] with the same kind of strides (fp16 rows,
+// precision/row_scale.hpp), or null.
+struct AttnResIn {
+  const void* data = nullptr;
+  std::int64_t outer = 0, batch = 0, token = 0;
+  Elem type = Elem::f32;
+  const float* scale = nullptr;
+  std::int64_t scale_outer = 0, scale_batch = 0, scale_token = 0;
+};
+// Outputs are contiguous [outer, B, T, D]; `scale` (fp16 rows) contiguous [outer, B, T].
+struct AttnResOut {
+  void* data = nullptr;
+  Elem type = Elem::f32;
+  float* scale = nullptr;
+};
+
+struct AttnResParams {
+  int sources = 1, batch = 1, tokens = 1, dim = 1, layers = 1;  // N, B, T, D, S
+  float eps = 1e-6f;
+  AttnResIn values, partial, queries;  // [N, B, T, D], [S, B, T, D], [1, 1, S, D] (queries: outer 0, token = S's stride)
+  // fwd
+  AttnResOut o, h;      // [S, B, T, D], role o's format
+  float* lse = nullptr;  // [S, B, T] fp32
+  // bwd
+  AttnResIn o_in, dh;             // the stored o (with its scales), the cotangent of h
+  const float* lse_in = nullptr;  // [S, B, T] fp32 contiguous
+  AttnResOut d_values, d_partial, d_queries;  // role grad's format
+  // bwd workspaces: do between the two backward kernels (role grad's format), dlse (fp32 [S, B T]),
+  // and the per-chunk partial sums of d_queries (fp32 [chunks, S, D], phase 2's and phase 1's)
+  void* d_o = nullptr;
+  float* d_lse = nullptr;
+  float* dw_phase2 = nullptr;
+  float* dw_phase1 = nullptr;
+  OutputRounding rounding;
+  // Philox streams: o (role o), h, d_o, d_values (role grad), d_partial, d_queries (attnres_call.hpp)
+  std::uint32_t o_stream = 0, h_stream = 0, d_o_stream = 0, d_values_stream = 0, d_partial_stream = 0, d_queries_stream = 0;
+};
+
+}  // namespace fc::kernels::cuda
