@@ -18,39 +18,66 @@ int smem_for(Kernel kernel, std::size_t floats, const char* name) {
   check_launch_result(cudaGetDevice(&device), name);
   check_launch_result(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), name);
   if (bytes > static_cast<std::size_t>(limit)) {
-    throw std::runtime_error(std::string(name) + ": needs " + std::to_string(bytes) + " bytes of shared memory (N, S or D too large), the device has " +
-                             std::to_string(limit));
+    throw std::runtime_error(std::string(name) + ": needs " + std::to_string(bytes) +
+                             " bytes of shared memory (N x S or D too large), the device has " + std::to_string(limit));
   }
   if (bytes > 48 * 1024) allow_smem(kernel, static_cast<int>(bytes), name);
   return static_cast<int>(bytes);
+}
+
+void dw_sum(const AttnResParams& p, cudaStream_t stream) {
+  const std::int64_t n = static_cast<std::int64_t>(p.layers) * p.dim;
+  attnres_dw_sum_kernel<<<static_cast<unsigned>((n + kAttnResThreads - 1) / kAttnResThreads), kAttnResThreads, 0, stream>>>(
+      p, attnres_chunks(p));
+  check_launch("attnres dw sum");
 }
 
 }  // namespace
 
 int attnres_chunks(const AttnResParams& p) { return (p.batch * p.tokens + kAttnResChunk - 1) / kAttnResChunk; }
 
-void attnres_forward(const AttnResParams& p, cudaStream_t stream) {
-  const int bt = p.batch * p.tokens;
-  const int smem1 = smem_for(attnres_phase1_forward, kAttnResWarps + p.sources + static_cast<std::size_t>(p.layers) * p.sources,
-                             "attnres phase 1 forward");
-  attnres_phase1_forward<<<bt, kAttnResThreads, smem1, stream>>>(p);
+void attnres_phase1_forward(const AttnResParams& p, cudaStream_t stream) {
+  const int smem = smem_for(attnres_phase1_forward_kernel, kAttnResWarps + p.sources + static_cast<std::size_t>(p.layers) * p.sources,
+                            "attnres phase 1 forward");
+  attnres_phase1_forward_kernel<<<p.batch * p.tokens, kAttnResThreads, smem, stream>>>(p);
   check_launch("attnres phase 1 forward");
-  attnres_phase2_forward<<<dim3(bt, p.layers), kAttnResThreads, 0, stream>>>(p);
+}
+
+void attnres_phase2_forward(const AttnResParams& p, cudaStream_t stream) {
+  attnres_phase2_forward_kernel<<<dim3(p.batch * p.tokens, p.layers), kAttnResThreads, 0, stream>>>(p);
   check_launch("attnres phase 2 forward");
 }
 
-void attnres_backward(const AttnResParams& p, cudaStream_t stream) {
-  const int chunks = attnres_chunks(p);
-  const int smem2 = smem_for(attnres_phase2_backward, kAttnResWarps + static_cast<std::size_t>(p.dim), "attnres phase 2 backward");
-  attnres_phase2_backward<<<dim3(chunks, p.layers), kAttnResThreads, smem2, stream>>>(p);
+void attnres_phase2_backward(const AttnResParams& p, cudaStream_t stream) {
+  const int smem = smem_for(attnres_phase2_backward_kernel, kAttnResWarps + static_cast<std::size_t>(p.dim), "attnres phase 2 backward");
+  attnres_phase2_backward_kernel<<<dim3(attnres_chunks(p), p.layers), kAttnResThreads, smem, stream>>>(p);
   check_launch("attnres phase 2 backward");
-  const int smem1 = smem_for(attnres_phase1_backward, kAttnResWarps + p.sources + 4 * static_cast<std::size_t>(p.layers) * p.sources,
-                             "attnres phase 1 backward");
-  attnres_phase1_backward<<<chunks, kAttnResThreads, smem1, stream>>>(p);
+  if (p.dw_phase1 == nullptr) dw_sum(p, stream);  // (alone: d_queries is phase 2's part)
+}
+
+void attnres_phase1_backward(const AttnResParams& p, cudaStream_t stream) {
+  const int smem = smem_for(attnres_phase1_backward_kernel, kAttnResWarps + p.sources + 4 * static_cast<std::size_t>(p.layers) * p.sources,
+                            "attnres phase 1 backward");
+  attnres_phase1_backward_kernel<<<attnres_chunks(p), kAttnResThreads, smem, stream>>>(p);
   check_launch("attnres phase 1 backward");
-  const std::int64_t n = static_cast<std::int64_t>(p.layers) * p.dim;
-  attnres_dw_sum<<<static_cast<unsigned>((n + kAttnResThreads - 1) / kAttnResThreads), kAttnResThreads, 0, stream>>>(p, chunks);
-  check_launch("attnres dw sum");
+  dw_sum(p, stream);  // phase 1's part, plus phase 2's when p.dw_phase2 holds it
+}
+
+void attnres_forward(AttnResParams p, cudaStream_t stream) {
+  attnres_phase1_forward(p, stream);
+  // phase 2 reads phase 1's stored o (contiguous [S, B T, D], with its scales) and lse
+  const std::int64_t D = p.dim;
+  p.o_in.data = p.o.data, p.o_in.type = p.o.type, p.o_in.outer = static_cast<std::int64_t>(p.batch) * p.tokens * D;
+  p.o_in.batch = p.tokens * D, p.o_in.token = D;
+  p.o_in.scale = p.o.scale, p.o_in.scale_outer = static_cast<std::int64_t>(p.batch) * p.tokens, p.o_in.scale_batch = p.tokens;
+  p.o_in.scale_token = 1;
+  p.lse_in = p.lse;
+  attnres_phase2_forward(p, stream);
+}
+
+void attnres_backward(const AttnResParams& p, cudaStream_t stream) {
+  attnres_phase2_backward(p, stream);
+  attnres_phase1_backward(p, stream);
 }
 
 }  // namespace fc::kernels::cuda

@@ -2,7 +2,7 @@
 // points (kernels/cpu/attnres.hpp says which differ): four kernels and a final sum.
 //   phase1_forward   a block per token: r_i, the S x N logits (block sums over D), then per layer the
 //                    softmax statistics and o = sum_i p_i v_i / l (sources in order), lse = m + log l
-//   phase2_forward   a block per (layer, token): s_u, beta from the stored o and lse, h = o + beta (u - o)
+//   phase2_forward   a block per (layer, token): s_u, beta from the stored o and lse (o_in, lse_in), h = o + beta (u - o)
 //   phase2_backward  a block per (layer, chunk of 64 tokens), tokens in order: do (stored in the gradient
 //                    format), dlse (fp32), du, and the chunk's partial of dw
 //   phase1_backward  a block per chunk of 64 tokens, tokens in order: dv (every layer's part in layer
@@ -128,7 +128,7 @@ __device__ inline void store_row(const AttnResOut& out, std::int64_t row, int D,
 }
 
 // grid (B T); shared: red, then r [N], logits [S][N]
-__global__ void __launch_bounds__(kAttnResThreads) attnres_phase1_forward(const AttnResParams p) {
+__global__ void __launch_bounds__(kAttnResThreads) attnres_phase1_forward_kernel(const AttnResParams p) {
   extern __shared__ float smem[];
   float* red = smem;
   float* r = red + kAttnResWarps;
@@ -167,24 +167,21 @@ __global__ void __launch_bounds__(kAttnResThreads) attnres_phase1_forward(const 
 }
 
 // grid (B T, S)
-__global__ void __launch_bounds__(kAttnResThreads) attnres_phase2_forward(const AttnResParams p) {
+__global__ void __launch_bounds__(kAttnResThreads) attnres_phase2_forward_kernel(const AttnResParams p) {
   __shared__ float red[kAttnResWarps];
   const int bt = blockIdx.x, s = blockIdx.y, b = bt / p.tokens, t = bt % p.tokens, D = p.dim;
   const std::int64_t row = static_cast<std::int64_t>(s) * p.batch * p.tokens + bt;
-  const RowIn u = row_in(p.partial, s, b, t), w = row_in(p.queries, 0, 0, s);
-  // phase 1's stored o (contiguous [S, B T, D], with its scales)
-  const RowIn o{static_cast<const unsigned char*>(p.o.data) + row * D * (p.o.type == Elem::f32 ? 4 : 2), p.o.type,
-                p.o.scale ? p.o.scale[row] : 1.f};
+  const RowIn u = row_in(p.partial, s, b, t), w = row_in(p.queries, 0, 0, s), o = row_in(p.o_in, s, b, t);  // phase 1's stored o
   float sq = 0.f, dot = 0.f;
   for (int c = threadIdx.x; c < D; c += kAttnResThreads) sq += u[c] * u[c], dot += w[c] * u[c];
   const float ru = rms_inverse(block_sum(sq, red), D, p.eps);
   const float su = ru * block_sum(dot, red);
-  const float beta = sigmoid_of_difference(su, p.lse[row]);
+  const float beta = sigmoid_of_difference(su, p.lse_in[row]);
   store_row(p.h, row, D, [&](int c) { return o[c] + beta * (u[c] - o[c]); }, p.rounding, p.h_stream, red);
 }
 
 // grid (chunks, S); shared: red, then this chunk's dw partial [D]
-__global__ void __launch_bounds__(kAttnResThreads) attnres_phase2_backward(const AttnResParams p) {
+__global__ void __launch_bounds__(kAttnResThreads) attnres_phase2_backward_kernel(const AttnResParams p) {
   extern __shared__ float smem[];
   float* red = smem;
   float* dw = red + kAttnResWarps;
@@ -221,7 +218,7 @@ __global__ void __launch_bounds__(kAttnResThreads) attnres_phase2_backward(const
 
 // grid (chunks); shared: red, r [N], prob [S][N], ds [S][N], coef [S][N], logit [S][N]; the chunk's
 // dw partial accumulates in dw_phase1 (this block's own slice of it)
-__global__ void __launch_bounds__(kAttnResThreads) attnres_phase1_backward(const AttnResParams p) {
+__global__ void __launch_bounds__(kAttnResThreads) attnres_phase1_backward_kernel(const AttnResParams p) {
   extern __shared__ float smem[];
   const int N = p.sources, S = p.layers, D = p.dim, BT = p.batch * p.tokens, chunk = blockIdx.x;
   float* red = smem;
@@ -296,13 +293,17 @@ __global__ void __launch_bounds__(kAttnResThreads) attnres_phase1_backward(const
 }
 
 // grid (ceil(S D / threads)): dw = (phase 2's partials in chunk order) + (phase 1's in chunk order)
-__global__ void __launch_bounds__(kAttnResThreads) attnres_dw_sum(const AttnResParams p, int chunks) {
+__global__ void __launch_bounds__(kAttnResThreads) attnres_dw_sum_kernel(const AttnResParams p, int chunks) {
   const std::int64_t n = static_cast<std::int64_t>(p.layers) * p.dim;
   const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * kAttnResThreads + threadIdx.x;
   if (j >= n) return;
-  float two = 0.f, one = 0.f;
-  for (int k = 0; k < chunks; ++k) two += p.dw_phase2[k * n + j];
-  for (int k = 0; k < chunks; ++k) one += p.dw_phase1[k * n + j];
+  float two = 0.f, one = 0.f;  // (a null partial array: that phase's part is not wanted)
+  if (p.dw_phase2) {
+    for (int k = 0; k < chunks; ++k) two += p.dw_phase2[k * n + j];
+  }
+  if (p.dw_phase1) {
+    for (int k = 0; k < chunks; ++k) one += p.dw_phase1[k * n + j];
+  }
   store_elem(p.d_queries.data, p.d_queries.type, j, two + one, p.rounding, p.d_queries_stream, static_cast<std::uint64_t>(j));
 }
 

@@ -10,13 +10,23 @@
 
 namespace fc::kernels::cuda {
 
-// Phase 1 then phase 2: o (+ scales), lse, h (+ scales).
-void attnres_forward(const AttnResParams& p, cudaStream_t stream);
+// Phase 1 then phase 2: o (+ scales), lse, h (+ scales); o_in and lse_in are set to o and lse.
+void attnres_forward(AttnResParams p, cudaStream_t stream);
 // Phase 2's backward then phase 1's, then dw: d_values, d_partial, d_queries; p.d_o, p.d_lse,
-// p.dw_phase2 and p.dw_phase1 must hold attnres_workspace_bytes(p) in the order listed there.
+// p.dw_phase2 and p.dw_phase1 are workspaces (attnres_params.hpp gives their sizes).
 void attnres_backward(const AttnResParams& p, cudaStream_t stream);
 
-// The chunks of 64 tokens the backward's dw partials are summed over.
+// The phases one at a time (the PyTorch ops): phase 1's forward (o, lse), phase 2's (h from o_in,
+// lse_in); phase 2's backward (d_o, d_lse, d_partial, and in d_queries phase 2's part: p.dw_phase2
+// its workspace, p.dw_phase1 null), phase 1's (d_values, and in d_queries phase 1's part from d_o and
+// d_lse: p.dw_phase1 its workspace, p.dw_phase2 null).
+void attnres_phase1_forward(const AttnResParams& p, cudaStream_t stream);
+void attnres_phase2_forward(const AttnResParams& p, cudaStream_t stream);
+void attnres_phase2_backward(const AttnResParams& p, cudaStream_t stream);
+void attnres_phase1_backward(const AttnResParams& p, cudaStream_t stream);
+
+// The chunks of 64 tokens the backward's dw partials are summed over (a partial array holds
+// attnres_chunks(p) x S x D floats).
 int attnres_chunks(const AttnResParams& p);
 
 }  // namespace fc::kernels::cuda

@@ -33,15 +33,16 @@ struct AttnResParams {
   int sources = 1, batch = 1, tokens = 1, dim = 1, layers = 1;  // N, B, T, D, S
   float eps = 1e-6f;
   AttnResIn values, partial, queries;  // [N, B, T, D], [S, B, T, D], [1, 1, S, D] (queries: outer 0, token = S's stride)
-  // fwd
+  // phase 1 forward: o, lse; phase 2 forward: h from o_in and lse_in (attnres_forward points them at o, lse)
   AttnResOut o, h;      // [S, B, T, D], role o's format
   float* lse = nullptr;  // [S, B, T] fp32
-  // bwd
   AttnResIn o_in, dh;             // the stored o (with its scales), the cotangent of h
   const float* lse_in = nullptr;  // [S, B, T] fp32 contiguous
+  // bwd; phase 1's reads do (d_o, role grad's format, contiguous [S, B T, D]) and dlse (d_lse)
   AttnResOut d_values, d_partial, d_queries;  // role grad's format
   // bwd workspaces: do between the two backward kernels (role grad's format), dlse (fp32 [S, B T]),
-  // and the per-chunk partial sums of d_queries (fp32 [chunks, S, D], phase 2's and phase 1's)
+  // and the per-chunk partial sums of d_queries (fp32 [chunks, S, D], phase 2's and phase 1's; a null
+  // one leaves that phase's part out of d_queries)
   void* d_o = nullptr;
   float* d_lse = nullptr;
   float* dw_phase2 = nullptr;

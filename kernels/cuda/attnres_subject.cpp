@@ -124,6 +124,7 @@ class CudaAttnRes final : public Subject {
     const Format g = pol.format(Role::grad);
     const std::size_t partials = static_cast<std::size_t>(attnres_chunks(p)) * sh.layers * sh.dim;
     DeviceBuffer d_o(rows * sh.dim * (g == Format::fp32 ? 4 : 2), who, "do"), d_lse(rows * sizeof(float), who, "dlse");
+    // (both phases' dw partials: attnres_backward sums them into d_queries once, phase 2's then phase 1's)
     DeviceBuffer dw2(partials * sizeof(float), who, "dw partials (phase 2)"), dw1(partials * sizeof(float), who, "dw partials (phase 1)");
     p.d_o = d_o.get(), p.d_lse = static_cast<float*>(d_lse.get());
     p.dw_phase2 = static_cast<float*>(dw2.get()), p.dw_phase1 = static_cast<float*>(dw1.get());

@@ -6,7 +6,8 @@
 //   attnres_phase1(values, queries), attnres_phase2(o, lse, partial, queries): the same with autograd
 // values, partial, queries, o, h and their gradients share one dtype (bf16, fp16, fp32, fp64); lse and
 // d_lse are fp32 (fp64 with fp64). The CPU kernels are cpu.attnres's (attnres_phases.hpp), accumulating
-// in fp32 (fp64 for fp64); outputs rounded to nearest. o and h are convex combinations of the inputs,
+// in fp32 (fp64 for fp64); outputs rounded to nearest. CUDA tensors run cuda.attnres's kernels
+// (attnres_cuda.cpp; float32, bfloat16, float16), the same algorithm and rounding points. o and h are convex combinations of the inputs,
 // so an fp16 result cannot overflow where its inputs did not.
 //
 // Second derivatives: the first-order gradients come from the kernels; their derivatives are taken by
@@ -21,6 +22,7 @@
 
 #include "kernels/cpu/attnres_phases.hpp"
 #include "kernels/torch/ops/attention_ops.hpp"
+#include "kernels/torch/ops/attnres_cuda.hpp"
 #include "kernels/torch/ops/op_support.hpp"
 #include "kernels/torch/tensor_bridge.hpp"
 
@@ -48,9 +50,9 @@ cpu::attnres::Dims dims_of(const char* op, const at::Tensor& per_layer_or_source
           static_cast<int>(queries.size(0)), eps};
 }
 
-void require_cpu(const char* op, const at::Tensor& t) {
-  if (t.is_cuda()) no_cuda_kernel(op, "cuda.attnres");
-  TORCH_CHECK(t.is_cpu(), "flashcheck.", op, ": tensors on ", t.device(), " are not supported");
+// CPU tensors run cpu.attnres's kernels here, CUDA tensors cuda.attnres's (attnres_cuda.cpp).
+void require_cpu_or_cuda(const char* op, const at::Tensor& t) {
+  TORCH_CHECK(t.is_cpu() || t.is_cuda(), "flashcheck.", op, ": tensors on ", t.device(), " are not supported");
 }
 
 template <class A>
@@ -65,7 +67,8 @@ std::tuple<at::Tensor, at::Tensor> phase1_forward(const at::Tensor& values, cons
   const char* op = "attnres_phase1_forward";
   const cpu::attnres::Dims d = dims_of(op, values, queries, values.dim() == 4 ? values.size(0) : 0, eps);
   check_tensor(op, "values", values, 4, values.scalar_type(), values.device());
-  require_cpu(op, values);
+  require_cpu_or_cuda(op, values);
+  if (values.is_cuda()) return attnres_phase1_forward_cuda(values, queries, eps);
   check_finite(op, "values", values), check_finite(op, "queries", queries);
   const at::ScalarType acc = compute_dtype(values);
   at::Tensor v = widened(values, acc), w = widened(queries, acc);
@@ -79,10 +82,11 @@ std::tuple<at::Tensor, at::Tensor> phase1_forward(const at::Tensor& values, cons
   return {o.to(values.scalar_type()), lse};
 }
 
-void check_lse(const char* op, const char* what, const at::Tensor& lse, const at::Tensor& like4) {
+// (finite: checked here for CPU tensors; the CUDA ops check all their inputs with one transfer)
+void check_lse(const char* op, const char* what, const at::Tensor& lse, const at::Tensor& like4, bool finite) {
   check_tensor(op, what, lse, 3, compute_dtype(like4), like4.device());
   check_same_shape(op, what, lse, {like4.size(0), like4.size(1), like4.size(2)});
-  check_finite(op, what, lse);
+  if (finite) check_finite(op, what, lse);
 }
 
 std::tuple<at::Tensor, at::Tensor> phase1_backward(const at::Tensor& values, const at::Tensor& queries, const at::Tensor& lse,
@@ -90,10 +94,11 @@ std::tuple<at::Tensor, at::Tensor> phase1_backward(const at::Tensor& values, con
   const char* op = "attnres_phase1_backward";
   const cpu::attnres::Dims d = dims_of(op, values, queries, values.dim() == 4 ? values.size(0) : 0, eps);
   check_tensor(op, "values", values, 4, values.scalar_type(), values.device());
-  require_cpu(op, values);
+  require_cpu_or_cuda(op, values);
   check_tensor(op, "d_o", d_o, 4, values.scalar_type(), values.device());
   check_same_shape(op, "d_o", d_o, {d.layers, values.size(1), values.size(2), d.dim});
-  check_lse(op, "lse", lse, d_o), check_lse(op, "d_lse", d_lse, d_o);
+  check_lse(op, "lse", lse, d_o, values.is_cpu()), check_lse(op, "d_lse", d_lse, d_o, values.is_cpu());
+  if (values.is_cuda()) return attnres_phase1_backward_cuda(values, queries, lse, d_o, d_lse, eps);
   check_finite(op, "values", values), check_finite(op, "queries", queries), check_finite(op, "d_o", d_o);
   const at::ScalarType acc = compute_dtype(values);
   at::Tensor v = widened(values, acc), w = widened(queries, acc), l = widened(lse, acc), g = widened(d_o, acc), gl = widened(d_lse, acc);
@@ -110,18 +115,19 @@ std::tuple<at::Tensor, at::Tensor> phase1_backward(const at::Tensor& values, con
 
 void check_phase2_inputs(const char* op, const cpu::attnres::Dims& d, const at::Tensor& o, const at::Tensor& lse, const at::Tensor& partial) {
   check_tensor(op, "o", o, 4, o.scalar_type(), o.device());
-  require_cpu(op, o);
+  require_cpu_or_cuda(op, o);
   check_tensor(op, "partial", partial, 4, o.scalar_type(), o.device());
   check_same_shape(op, "partial", partial, o.sizes());
   TORCH_CHECK(o.size(0) == d.layers, "flashcheck.", op, ": o has ", o.size(0), " layers, queries ", d.layers);
-  check_lse(op, "lse", lse, o);
-  check_finite(op, "o", o), check_finite(op, "partial", partial);
+  check_lse(op, "lse", lse, o, o.is_cpu());
+  if (o.is_cpu()) check_finite(op, "o", o), check_finite(op, "partial", partial);
 }
 
 at::Tensor phase2_forward(const at::Tensor& o, const at::Tensor& lse, const at::Tensor& partial, const at::Tensor& queries, double eps) {
   const char* op = "attnres_phase2_forward";
   const cpu::attnres::Dims d = dims_of(op, o, queries, 1, eps);
   check_phase2_inputs(op, d, o, lse, partial);
+  if (o.is_cuda()) return attnres_phase2_forward_cuda(o, lse, partial, queries, eps);
   check_finite(op, "queries", queries);
   const at::ScalarType acc = compute_dtype(o);
   at::Tensor o_ = widened(o, acc), l = widened(lse, acc), u = widened(partial, acc), w = widened(queries, acc);
@@ -141,6 +147,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> phase2_backward(const
   check_phase2_inputs(op, d, o, lse, partial);
   check_tensor(op, "dh", dh, 4, o.scalar_type(), o.device());
   check_same_shape(op, "dh", dh, o.sizes());
+  if (o.is_cuda()) return attnres_phase2_backward_cuda(o, lse, partial, queries, dh, eps);
   check_finite(op, "queries", queries), check_finite(op, "dh", dh);
   const at::ScalarType acc = compute_dtype(o);
   at::Tensor o_ = widened(o, acc), l = widened(lse, acc), u = widened(partial, acc), w = widened(queries, acc), g = widened(dh, acc);
@@ -361,7 +368,7 @@ at::Tensor phase2(const at::Tensor& o, const at::Tensor& lse, const at::Tensor& 
 }  // namespace
 
 void define_attnres_ops(torch::Library& m) {
-  // The kernels themselves (CPU; CUDA tensors get the clear error of require_cpu until cuda.attnres exists).
+  // The kernels themselves (CPU tensors: cpu.attnres's; CUDA tensors: cuda.attnres's).
   m.def("attnres_phase1_forward(Tensor values, Tensor queries, float eps=1e-06) -> (Tensor, Tensor)", &phase1_forward);
   m.def("attnres_phase1_backward(Tensor values, Tensor queries, Tensor lse, Tensor d_o, Tensor d_lse, float eps=1e-06) -> (Tensor, Tensor)",
         &phase1_backward);

@@ -332,5 +332,54 @@ class AttnResAutograd(unittest.TestCase):
             flashcheck.attnres(values[:, :, :0], partial[:, :, :0], queries)
 
 
+@unittest.skipUnless(torch.cuda.is_available(), "no CUDA device: the CUDA dispatch (cuda.attnres) cannot be exercised here")
+class AttnResCuda(unittest.TestCase):
+    """CUDA tensors run cuda.attnres; its results are cpu.attnres's up to the order of fp32 sums (dot
+    products over D by a tree on the GPU) and expf against exp: fp32-ulp effects, which can move a
+    storage rounding to the neighbouring value (2u of the element). Here within 4u of each tensor's
+    largest entry (the harness, kernels/cuda/tests, judges each output against the oracle)."""
+
+    def test_block_attnres_and_its_gradients_match_the_cpu_op(self):
+        for dtype, u in ((torch.float32, 2.0 ** -24 * 64), (torch.bfloat16, 2.0 ** -8), (torch.float16, 2.0 ** -11)):
+            with self.subTest(dtype=dtype):
+                # T = 70 (a tail of the 64-token chunks), D = 200 (not a multiple of the block's threads)
+                values, partial, queries = (x.detach().to(dtype) for x in attnres_inputs(n=4, b=2, t=70, d=200, s=3, dtype=torch.float32))
+                dh = torch.randn(3, 2, 70, 200).to(dtype)
+
+                def run(device):
+                    xs = [x.to(device).requires_grad_() for x in (values, partial, queries)]
+                    h = flashcheck.attnres(*xs)
+                    return (h,) + torch.autograd.grad(h, xs, dh.to(device))
+
+                for name, a, b in zip(("h", "d_values", "d_partial", "d_queries"), run("cpu"), run("cuda")):
+                    self.assertTrue(b.is_cuda)
+                    scale = a.double().abs().max().item()
+                    diff = (a.double() - b.cpu().double()).abs().max().item()
+                    # (fp32: 64 u_fp32 for D-long dot products summed in another order)
+                    self.assertLessEqual(diff, 4 * u * scale, f"{dtype} {name}: {diff} > 4u * {scale}")
+
+    def test_second_derivative_on_cuda_matches_the_cpu_op(self):
+        values, partial, queries = (x.detach() for x in attnres_inputs(n=3, b=1, t=9, d=16, s=2, dtype=torch.float32))
+        dh = torch.randn(2, 1, 9, 16)
+        v = [torch.randn_like(x) for x in (values, partial, queries)]
+
+        def hvp(device):
+            xs = [x.to(device).requires_grad_() for x in (values, partial, queries)]
+            grads = torch.autograd.grad(flashcheck.attnres(*xs), xs, dh.to(device), create_graph=True)
+            return torch.autograd.grad(grads, xs, [x.to(device) for x in v])
+
+        for a, b in zip(hvp("cpu"), hvp("cuda")):
+            scale = a.double().abs().max().item()
+            self.assertLessEqual((a.double() - b.cpu().double()).abs().max().item(), 2.0 ** -16 * scale)
+
+    def test_bad_input_raises_clear_errors(self):
+        values, partial, queries = (x.detach().cuda() for x in attnres_inputs(dtype=torch.float32))
+        with self.assertRaisesRegex(RuntimeError, "cuda.attnres computes in float32, bfloat16 or float16"):
+            flashcheck.attnres(values.double(), partial.double(), queries.double())
+        with self.assertRaisesRegex(RuntimeError, "values contains NaN or Inf"):
+            flashcheck.attnres(values.clone().fill_(float("nan")), partial, queries)
+        with self.assertRaisesRegex(RuntimeError, "partial has shape"):
+            flashcheck.attnres(values, partial[:, :, :2], queries)
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,0 +1,174 @@
+// The Attention Residuals ops on CUDA tensors: cuda.attnres's kernels (kernels/cuda/attnres_kernels.hpp)
+// on PyTorch's tensors in place (any strides with a unit stride along D; others are copied), outputs
+// contiguous, rounded to nearest in the tensors' dtype (float32, bfloat16 or float16; fp16 rows without
+// scales: o and h are convex combinations of inputs that were in range). Workspaces (dw's per-chunk
+// partials) are PyTorch allocations.
+#include "kernels/torch/ops/attnres_cuda.hpp"
+
+#include <c10/core/DeviceGuard.h>
+#include <torch/version.h>
+
+#include <string>
+
+#include "kernels/torch/ops/op_support.hpp"
+
+#if FLASHCHECK_HAVE_CUDA && TORCH_VERSION_MAJOR >= 2
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include <stdexcept>
+
+#include "kernels/cuda/attnres_kernels.hpp"
+#define FLASHCHECK_TORCH_CUDA_ATTNRES 1
+#else
+#define FLASHCHECK_TORCH_CUDA_ATTNRES 0
+#endif
+
+namespace fc::kernels::pt::ops {
+
+#if FLASHCHECK_TORCH_CUDA_ATTNRES
+namespace {
+
+using cuda::AttnResIn;
+using cuda::AttnResOut;
+using cuda::AttnResParams;
+using cuda::Elem;
+
+Elem elem_of(const char* op, const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return Elem::f32;
+    case at::kBFloat16: return Elem::bf16;
+    case at::kHalf: return Elem::f16;
+    default:
+      TORCH_CHECK(false, "flashcheck.", op, ": cuda.attnres computes in float32, bfloat16 or float16, got ", t.scalar_type(),
+                  " (CPU tensors also take float64)");
+  }
+}
+
+at::Tensor unit_stride(const at::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
+
+// [outer, B, T, D] (or queries [S, D]: layer s at token s)
+AttnResIn in4(const char* op, const at::Tensor& t) {
+  AttnResIn x;
+  x.data = t.data_ptr(), x.outer = t.stride(0), x.batch = t.stride(1), x.token = t.stride(2), x.type = elem_of(op, t);
+  return x;
+}
+AttnResIn in_queries(const char* op, const at::Tensor& w) {
+  AttnResIn x;
+  x.data = w.data_ptr(), x.token = w.stride(0), x.type = elem_of(op, w);
+  return x;
+}
+AttnResOut out(const char* op, at::Tensor& t) { return {t.data_ptr(), elem_of(op, t), nullptr}; }
+
+AttnResParams params_of(const at::Tensor& per_token, const at::Tensor& queries, int64_t sources, double eps) {
+  AttnResParams p;
+  p.sources = static_cast<int>(sources), p.batch = static_cast<int>(per_token.size(1)), p.tokens = static_cast<int>(per_token.size(2));
+  p.dim = static_cast<int>(per_token.size(3)), p.layers = static_cast<int>(queries.size(0)), p.eps = static_cast<float>(eps);
+  return p;  // rounding: to nearest (no policy argument)
+}
+
+at::Tensor dw_workspace(const AttnResParams& p, const at::Tensor& like) {
+  return at::empty({cuda::attnres_chunks(p), p.layers, p.dim}, like.options().dtype(at::kFloat));
+}
+
+cudaStream_t current_stream(const at::Tensor& t) {
+  const c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
+  return static_cast<cudaStream_t>(guard.getStream(t.device()).native_handle());
+}
+
+template <class F>
+void launch(const char* op, F&& f) {
+  try {
+    f();
+  } catch (const std::runtime_error& e) {
+    TORCH_CHECK(false, "flashcheck.", op, ": ", e.what());
+  }
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> attnres_phase1_forward_cuda(const at::Tensor& values_, const at::Tensor& queries_, double eps) {
+  const char* op = "attnres_phase1_forward";
+  const c10::DeviceGuard device(values_.device());
+  const at::Tensor values = unit_stride(values_), queries = unit_stride(queries_);
+  check_all_finite(op, {{&values, "values"}, {&queries, "queries"}});
+  AttnResParams p = params_of(values, queries, values.size(0), eps);
+  at::Tensor o = at::empty({p.layers, p.batch, p.tokens, p.dim}, values.options());
+  at::Tensor lse = at::empty({p.layers, p.batch, p.tokens}, values.options().dtype(at::kFloat));
+  p.values = in4(op, values), p.queries = in_queries(op, queries), p.o = out(op, o), p.lse = lse.data_ptr<float>();
+  launch(op, [&] { cuda::attnres_phase1_forward(p, current_stream(values)); });
+  return {o, lse};
+}
+
+at::Tensor attnres_phase2_forward_cuda(const at::Tensor& o_, const at::Tensor& lse_, const at::Tensor& partial_, const at::Tensor& queries_,
+                                       double eps) {
+  const char* op = "attnres_phase2_forward";
+  const c10::DeviceGuard device(o_.device());
+  const at::Tensor o = unit_stride(o_), lse = lse_.contiguous(), partial = unit_stride(partial_), queries = unit_stride(queries_);
+  check_all_finite(op, {{&o, "o"}, {&lse, "lse"}, {&partial, "partial"}, {&queries, "queries"}});
+  AttnResParams p = params_of(o, queries, 1, eps);
+  at::Tensor h = at::empty(o.sizes(), o.options());
+  p.o_in = in4(op, o), p.lse_in = lse.data_ptr<float>(), p.partial = in4(op, partial), p.queries = in_queries(op, queries);
+  p.h = out(op, h);
+  launch(op, [&] { cuda::attnres_phase2_forward(p, current_stream(o)); });
+  return h;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> attnres_phase2_backward_cuda(const at::Tensor& o_, const at::Tensor& lse_,
+                                                                                        const at::Tensor& partial_, const at::Tensor& queries_,
+                                                                                        const at::Tensor& dh_, double eps) {
+  const char* op = "attnres_phase2_backward";
+  const c10::DeviceGuard device(o_.device());
+  const at::Tensor o = unit_stride(o_), lse = lse_.contiguous(), partial = unit_stride(partial_), queries = unit_stride(queries_);
+  const at::Tensor dh = unit_stride(dh_);
+  check_all_finite(op, {{&o, "o"}, {&lse, "lse"}, {&partial, "partial"}, {&queries, "queries"}, {&dh, "dh"}});
+  AttnResParams p = params_of(o, queries, 1, eps);
+  at::Tensor d_o = at::empty({p.layers, p.batch, p.tokens, p.dim}, o.options());
+  at::Tensor d_lse = at::empty({p.layers, p.batch, p.tokens}, o.options().dtype(at::kFloat));
+  at::Tensor du = at::empty(d_o.sizes(), o.options()), dw = at::empty({p.layers, p.dim}, o.options());
+  at::Tensor partials = dw_workspace(p, o);
+  p.o_in = in4(op, o), p.lse_in = lse.data_ptr<float>(), p.partial = in4(op, partial), p.queries = in_queries(op, queries);
+  p.dh = in4(op, dh);
+  p.d_o = d_o.data_ptr(), p.d_lse = d_lse.data_ptr<float>(), p.d_partial = out(op, du), p.d_queries = out(op, dw);
+  p.d_values.type = p.d_partial.type;
+  p.dw_phase2 = partials.data_ptr<float>();
+  launch(op, [&] { cuda::attnres_phase2_backward(p, current_stream(o)); });
+  return {d_o, d_lse, du, dw};
+}
+
+std::tuple<at::Tensor, at::Tensor> attnres_phase1_backward_cuda(const at::Tensor& values_, const at::Tensor& queries_, const at::Tensor& lse_,
+                                                                const at::Tensor& d_o_, const at::Tensor& d_lse_, double eps) {
+  const char* op = "attnres_phase1_backward";
+  const c10::DeviceGuard device(values_.device());
+  const at::Tensor values = unit_stride(values_), queries = unit_stride(queries_), lse = lse_.contiguous(), d_o = d_o_.contiguous();
+  const at::Tensor d_lse = d_lse_.contiguous();
+  check_all_finite(op, {{&values, "values"}, {&queries, "queries"}, {&lse, "lse"}, {&d_o, "d_o"}, {&d_lse, "d_lse"}});
+  AttnResParams p = params_of(values, queries, values.size(0), eps);
+  at::Tensor dv = at::empty(values.sizes(), values.options()), dw = at::empty({p.layers, p.dim}, values.options());
+  at::Tensor partials = dw_workspace(p, values);
+  p.values = in4(op, values), p.queries = in_queries(op, queries), p.lse_in = lse.data_ptr<float>();
+  p.d_o = const_cast<void*>(d_o.data_ptr()), p.d_lse = const_cast<float*>(d_lse.data_ptr<float>());  // (read only)
+  p.d_values = out(op, dv), p.d_queries = out(op, dw), p.dw_phase1 = partials.data_ptr<float>();
+  launch(op, [&] { cuda::attnres_phase1_backward(p, current_stream(values)); });
+  return {dv, dw};
+}
+
+#else  // no CUDA kernels in this build (or libtorch < 2): a clear error
+
+std::tuple<at::Tensor, at::Tensor> attnres_phase1_forward_cuda(const at::Tensor&, const at::Tensor&, double) {
+  no_cuda_kernel("attnres_phase1_forward", "cuda.attnres");
+}
+std::tuple<at::Tensor, at::Tensor> attnres_phase1_backward_cuda(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                                const at::Tensor&, double) {
+  no_cuda_kernel("attnres_phase1_backward", "cuda.attnres");
+}
+at::Tensor attnres_phase2_forward_cuda(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, double) {
+  no_cuda_kernel("attnres_phase2_forward", "cuda.attnres");
+}
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> attnres_phase2_backward_cuda(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                                                        const at::Tensor&, const at::Tensor&, double) {
+  no_cuda_kernel("attnres_phase2_backward", "cuda.attnres");
+}
+
+#endif
+
+}  // namespace fc::kernels::pt::ops
