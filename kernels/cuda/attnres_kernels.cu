@@ -1,6 +1,7 @@
 // Launches of the Attention Residuals kernels (attnres_kernels.cuh), in order on one stream.
 #include "kernels/cuda/attnres_kernels.hpp"
 
+#include <cstdint>
 #include <string>
 
 #include "kernels/cuda/attnres_kernels.cuh"
@@ -36,7 +37,26 @@ void dw_sum(const AttnResParams& p, cudaStream_t stream) {
 
 int attnres_chunks(const AttnResParams& p) { return (p.batch * p.tokens + kAttnResChunk - 1) / kAttnResChunk; }
 
+// Whether the warp-per-token phase-1 forward applies: D a multiple of 8, at most kAttnResFastMaxS
+// layers, the queries in shared memory within 96 KiB, 16-byte aligned value rows and output.
+bool fast_phase1(const AttnResParams& p) {
+  const auto aligned = [](const void* x) { return reinterpret_cast<std::uintptr_t>(x) % 16 == 0; };
+  const std::int64_t eb = p.values.type == Elem::f32 ? 4 : 2;
+  const bool rows = (p.values.outer * eb) % 16 == 0 && (p.values.batch * eb) % 16 == 0 && (p.values.token * eb) % 16 == 0;
+  const std::size_t smem = (static_cast<std::size_t>(p.layers) * p.dim + 2 * kAttnResFastWarps * p.layers * p.sources) * sizeof(float);
+  return p.dim % 8 == 0 && p.layers <= kAttnResFastMaxS && smem <= 96 * 1024 && rows && aligned(p.values.data) && aligned(p.o.data);
+}
+
 void attnres_phase1_forward(const AttnResParams& p, cudaStream_t stream) {
+  if (fast_phase1(p)) {
+    const int smem = smem_for(attnres_phase1_forward_fast_kernel,
+                              static_cast<std::size_t>(p.layers) * p.dim + 2 * kAttnResFastWarps * p.layers * p.sources,
+                              "attnres phase 1 forward (warp per token)");
+    const int tokens = p.batch * p.tokens;
+    attnres_phase1_forward_fast_kernel<<<(tokens + kAttnResFastWarps - 1) / kAttnResFastWarps, 32 * kAttnResFastWarps, smem, stream>>>(p);
+    check_launch("attnres phase 1 forward (warp per token)");
+    return;
+  }
   const int smem = smem_for(attnres_phase1_forward_kernel, kAttnResWarps + p.sources + static_cast<std::size_t>(p.layers) * p.sources,
                             "attnres phase 1 forward");
   attnres_phase1_forward_kernel<<<p.batch * p.tokens, kAttnResThreads, smem, stream>>>(p);
