@@ -1,6 +1,7 @@
 // Launches of the Attention Residuals kernels (attnres_kernels.cuh), in order on one stream.
 #include "kernels/cuda/attnres_kernels.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -52,8 +53,14 @@ void attnres_phase1_forward(const AttnResParams& p, cudaStream_t stream) {
     const int smem = smem_for(attnres_phase1_forward_fast_kernel,
                               static_cast<std::size_t>(p.layers) * p.dim + 2 * kAttnResFastWarps * p.layers * p.sources,
                               "attnres phase 1 forward (warp per token)");
-    const int tokens = p.batch * p.tokens;
-    attnres_phase1_forward_fast_kernel<<<(tokens + kAttnResFastWarps - 1) / kAttnResFastWarps, 32 * kAttnResFastWarps, smem, stream>>>(p);
+    int device = 0, sms = 0, per_sm = 0;
+    check_launch_result(cudaGetDevice(&device), "attnres phase 1 forward");
+    check_launch_result(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "attnres phase 1 forward");
+    check_launch_result(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attnres_phase1_forward_fast_kernel, 32 * kAttnResFastWarps, smem),
+                        "attnres phase 1 forward");
+    const int tokens = p.batch * p.tokens, needed = (tokens + kAttnResFastWarps - 1) / kAttnResFastWarps;
+    const int blocks = std::max(1, std::min(needed, sms * std::max(per_sm, 1)));
+    attnres_phase1_forward_fast_kernel<<<blocks, 32 * kAttnResFastWarps, smem, stream>>>(p);
     check_launch("attnres phase 1 forward (warp per token)");
     return;
   }
