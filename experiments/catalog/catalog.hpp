@@ -12,5 +12,6 @@ Experiment rounding_experiment();           // rounding.cpp
 Experiment rescale_experiment();            // rescale.cpp
 Experiment memory_scaling_experiment();     // memory_scaling.cpp
 Experiment gradcheck_matrix_experiment();   // gradcheck_matrix.cpp
+Experiment attnres_error_experiment();      // attnres_error.cpp
 
 }  // namespace fc::experiments

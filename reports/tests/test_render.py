@@ -21,7 +21,7 @@ def test_fixture_run_draws_every_experiment(fixture_records, tmp_path):
     result = render([fixture_records], tmp_path)
     names = {f.name for f in result.figures}
     assert names == {"error-vs-seqlen-max", "error-vs-seqlen-rms", "error-vs-seqlen-ratio", "error-vs-flatness",
-                     "error-vs-outliers", "rounding", "rescale", "memory-scaling", "gradcheck-matrix"}
+                     "error-vs-outliers", "rounding", "rescale", "memory-scaling", "gradcheck-matrix", "attnres-error"}
     html = (tmp_path / "index.html").read_text()
     for f in result.figures:
         assert (tmp_path / f.path).read_bytes()[:8] == PNG
@@ -148,3 +148,15 @@ def test_hvp_bench_draws_time_and_memory_with_fitted_exponents_and_lists_oom(tmp
     assert any("out of memory at N = 16384" in x for x in f.findings)
     assert "cuda.hog, d = 64, none, N = 8192: 6.71 ms, 10.0x eager" in f.findings
     assert (tmp_path / "out" / f.path).read_bytes()[:8] == PNG
+
+
+def test_attnres_error_draws_each_policy_and_its_bias(fixture_records, tmp_path):
+    result = render([fixture_records], tmp_path)
+    f = figure(result, "attnres-error")
+    policies = {row["policy"] for row in f.table}
+    assert {"fp32", "bf16", "fp16", "bf16,o=fp16", "bf16,round=sr,seed=1"} <= policies
+    assert {row["sweep"] for row in f.table} == {"flatness", "sources"}
+    assert all(row["verdict"] == "pass" for row in f.table)
+    # every point has an error in units of u and a bias within [-1, 1]
+    assert all(row["max error / max |ref| (u)"] is not None and -1 <= row["bias"] <= 1 for row in f.table)
+    assert any(x.startswith("fwd SR (16-bit policies): mean |bias|") for x in f.findings)

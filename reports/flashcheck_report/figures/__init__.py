@@ -1,6 +1,6 @@
 """One module per experiment; each `draw(records, out_dir)` returns the Figures it wrote."""
 
-from . import error_sweeps, gradcheck_matrix, hvp, memory, rescale, rounding, throughput
+from . import attnres, error_sweeps, gradcheck_matrix, hvp, memory, rescale, rounding, throughput
 
 # experiment name -> drawer; the page shows them in this order.
 DRAWERS = {
@@ -13,4 +13,5 @@ DRAWERS = {
     "gradcheck-matrix": gradcheck_matrix.draw,
     "bench": throughput.draw,
     "hvp-bench": hvp.draw,
+    "attnres-error": attnres.draw,
 }
