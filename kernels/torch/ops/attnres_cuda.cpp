@@ -13,9 +13,11 @@
 #include "kernels/torch/ops/op_support.hpp"
 
 #if FLASHCHECK_HAVE_CUDA && TORCH_VERSION_MAJOR >= 2
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include <stdexcept>
 
 #include "kernels/cuda/attnres_kernels.hpp"
-#include "kernels/torch/ops/cuda_launch.hpp"
 #define FLASHCHECK_TORCH_CUDA_ATTNRES 1
 #else
 #define FLASHCHECK_TORCH_CUDA_ATTNRES 0
@@ -66,6 +68,20 @@ AttnResParams params_of(const at::Tensor& per_token, const at::Tensor& queries, 
 
 at::Tensor dw_workspace(const AttnResParams& p, const at::Tensor& like) {
   return at::empty({cuda::attnres_chunks(p), p.layers, p.dim}, like.options().dtype(at::kFloat));
+}
+
+cudaStream_t current_stream(const at::Tensor& t) {
+  const c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
+  return static_cast<cudaStream_t>(guard.getStream(t.device()).native_handle());
+}
+
+template <class F>
+void launch(const char* op, F&& f) {
+  try {
+    f();
+  } catch (const std::runtime_error& e) {
+    TORCH_CHECK(false, "flashcheck.", op, ": ", e.what());
+  }
 }
 
 }  // namespace
