@@ -7,6 +7,8 @@
 // policies fp32, bf16, fp16, bf16 values with fp16 o and h (per-row scales), and the 16-bit ones with
 // stochastic rounding (the same seed): RN against SR, whose mean signed error (the bias) the records
 // carry per output. B = 1, T = 64 tokens (a full 64-token chunk), D = 64, S = 2 layers.
+#include <exception>
+
 #include "experiments/catalog/catalog.hpp"
 #include "experiments/records.hpp"
 #include "gradcheck/attnres_checks.hpp"
@@ -15,6 +17,21 @@ namespace fc::experiments {
 namespace {
 
 bool is_attnres(const kernels::SubjectInfo& info) { return info.family == kernels::Family::attnres; }
+
+// Whether the subject takes the policy: validate_policy's rules (rounding, accumulation), and every
+// format the AttnRes roles store (validate_policy looks at q's only). A policy it refuses is left out
+// of the plan rather than recorded as a failed item.
+bool accepts(const kernels::SubjectInfo& info, const PrecisionPolicy& p) {
+  try {
+    kernels::validate_policy(info, p);
+  } catch (const std::exception&) {
+    return false;
+  }
+  for (Role r : {Role::v, Role::o, Role::dout, Role::grad}) {
+    if (!info.supports(p.format(r))) return false;
+  }
+  return true;
+}
 
 WorkItem attnres_point(kernels::Subject& subject, kernels::Op op, const gradcheck::AttnResCase& c, const std::string& sweep,
                        const std::string& x_name, double x) {
@@ -50,7 +67,7 @@ Experiment attnres_error_experiment() {
             for (kernels::Subject* subject : select_subjects(ctx, is_attnres)) {
               for (const std::string& text : policies) {
                 const PrecisionPolicy policy = PrecisionPolicy::parse(text);
-                if (!subject->info().supports(policy.format(Role::v)) || !subject->info().supports(policy.format(Role::o))) continue;
+                if (!accepts(subject->info(), policy)) continue;
                 const auto make = [&](int n, double spread) {
                   gradcheck::AttnResCase c;
                   c.shape = {n, 1, tokens, 64, 2, 1e-6};
