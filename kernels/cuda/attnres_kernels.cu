@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda/attnres_kernels.cuh"
+#include "kernels/cuda/attnres_lane_kernels.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
 
 namespace fc::kernels::cuda {
@@ -36,32 +36,124 @@ void dw_sum(const AttnResParams& p, cudaStream_t stream) {
 
 }  // namespace
 
-int attnres_chunks(const AttnResParams& p) { return (p.batch * p.tokens + kAttnResChunk - 1) / kAttnResChunk; }
+int attnres_chunks(const AttnResParams& p) { return attnres_chunk_count(p.batch * p.tokens); }
 
-// Whether the warp-per-token phase-1 forward applies: D a multiple of 8, at most kAttnResFastMaxS
-// layers, the queries in shared memory within 96 KiB, 16-byte aligned value rows and output.
-bool fast_phase1(const AttnResParams& p) {
-  const auto aligned = [](const void* x) { return reinterpret_cast<std::uintptr_t>(x) % 16 == 0; };
-  const std::int64_t eb = p.values.type == Elem::f32 ? 4 : 2;
-  const bool rows = (p.values.outer * eb) % 16 == 0 && (p.values.batch * eb) % 16 == 0 && (p.values.token * eb) % 16 == 0;
-  const std::size_t smem = (static_cast<std::size_t>(p.layers) * p.dim + 2 * kAttnResFastWarps * p.layers * p.sources) * sizeof(float);
-  return p.dim % 8 == 0 && p.layers <= kAttnResFastMaxS && smem <= 96 * 1024 && rows && aligned(p.values.data) && aligned(p.o.data);
+std::size_t attnres_dw_workspace_floats(const AttnResParams& p) {
+  const std::size_t S = p.layers, tokens = static_cast<std::size_t>(p.batch) * p.tokens;
+  return static_cast<std::size_t>(attnres_chunks(p)) * S * p.dim + S * tokens * static_cast<std::size_t>(std::max(p.sources, 1));
 }
 
+namespace {
+
+bool aligned16(const void* x) { return reinterpret_cast<std::uintptr_t>(x) % 16 == 0; }
+// Every row of x starts 16 bytes aligned (the lane kernels' 16-byte loads), and x has no row scales
+// unless `scales_ok`.
+bool rows_aligned(const AttnResIn& x, bool scales_ok = false) {
+  const std::int64_t eb = x.type == Elem::f32 ? 4 : 2;
+  return aligned16(x.data) && (x.outer * eb) % 16 == 0 && (x.batch * eb) % 16 == 0 && (x.token * eb) % 16 == 0 &&
+         (scales_ok || x.scale == nullptr);
+}
+
+struct Layout {
+  int warps = 0, chunks = 0;  // W warps per row, K 256-entry chunks per lane; 0: the block kernels
+};
+// The smallest group W (then K) with W K 256 >= D and `rows` x K <= `capacity` (K a power of two up to
+// 8). A function of D and the row count alone, so the forward and backward of a phase agree.
+Layout lane_layout(int D, int rows, int capacity) {
+  if (D % 8 != 0) return {};
+  const int chunks = (D + 255) / 256;
+  for (int W = 1; W <= kLaneWarps; W *= 2) {
+    int K = 1;
+    while (K * W < chunks) K *= 2;
+    if (K <= 8 && rows * K <= capacity) return {W, K};
+  }
+  return {};
+}
+Layout phase1_layout(const AttnResParams& p) {
+  if (p.layers > kLaneMaxS || !rows_aligned(p.values) || !rows_aligned(p.queries)) return {};
+  return lane_layout(p.dim, p.sources, kLaneRowChunks);
+}
+Layout phase2_layout(const AttnResParams& p) {
+  if (!rows_aligned(p.partial) || !rows_aligned(p.queries) || !rows_aligned(p.o_in, true)) return {};
+  return lane_layout(p.dim, 1, kLaneP2MaxK);
+}
+
+unsigned lane_blocks(std::int64_t rows, const Layout& l) {
+  const std::int64_t per_block = kLaneWarps / l.warps;
+  return static_cast<unsigned>((rows + per_block - 1) / per_block);
+}
+
+// kernel<E, K> for the values' format and K (phase 1)
+template <template <Elem, int> class Pick, class... A>
+void phase1_dispatch(const AttnResParams& p, const Layout& l, A&&... a) {
+  const auto by_k = [&]<Elem E>() {
+    switch (l.chunks) {
+      case 1: Pick<E, 1>::run(p, l, a...); return;
+      case 2: Pick<E, 2>::run(p, l, a...); return;
+      case 4: Pick<E, 4>::run(p, l, a...); return;
+      default: Pick<E, 8>::run(p, l, a...); return;
+    }
+  };
+  switch (p.values.type) {
+    case Elem::bf16: by_k.template operator()<Elem::bf16>(); return;
+    case Elem::f16: by_k.template operator()<Elem::f16>(); return;
+    default: by_k.template operator()<Elem::f32>(); return;
+  }
+}
+
+template <Elem E, int K>
+struct Phase1Forward {
+  static void run(const AttnResParams& p, const Layout& l, cudaStream_t stream) {
+    constexpr int NMAX = kLaneRowChunks / K;
+    const std::size_t floats = kLaneWarps * ((p.layers + 1) * NMAX + p.layers * NMAX + p.layers) + kLaneWarps;
+    const int smem = smem_for(attnres_phase1_forward_lane_kernel<E, K>, floats, "attnres phase 1 forward (lanes)");
+    attnres_phase1_forward_lane_kernel<E, K>
+        <<<lane_blocks(static_cast<std::int64_t>(p.batch) * p.tokens, l), 32 * kLaneWarps, smem, stream>>>(p, l.warps);
+    check_launch("attnres phase 1 forward (lanes)");
+  }
+};
+template <Elem E, int K>
+struct Phase1Backward {
+  static void run(const AttnResParams& p, const Layout& l, cudaStream_t stream) {
+    constexpr int NMAX = kLaneRowChunks / K;
+    const std::size_t floats = kLaneWarps * ((2 * p.layers + 1) * NMAX + 3 * p.layers * NMAX);
+    const int smem = smem_for(attnres_phase1_backward_lane_kernel<E, K>, floats, "attnres phase 1 backward (lanes)");
+    attnres_phase1_backward_lane_kernel<E, K>
+        <<<lane_blocks(static_cast<std::int64_t>(p.batch) * p.tokens, l), 32 * kLaneWarps, smem, stream>>>(p, l.warps);
+    check_launch("attnres phase 1 backward (lanes)");
+  }
+};
+
+template <template <int> class Kernel>
+void phase2_launch(const AttnResParams& p, const Layout& l, cudaStream_t stream, const char* name) {
+  const unsigned blocks = lane_blocks(static_cast<std::int64_t>(p.layers) * p.batch * p.tokens, l);
+  const int smem = 5 * kLaneWarps * sizeof(float);
+  switch (l.chunks) {
+    case 1: Kernel<1>::launch(blocks, smem, stream, p, l.warps); break;
+    case 2: Kernel<2>::launch(blocks, smem, stream, p, l.warps); break;
+    default: Kernel<4>::launch(blocks, smem, stream, p, l.warps); break;
+  }
+  check_launch(name);
+}
+template <int K>
+struct Phase2Forward {
+  static void launch(unsigned blocks, int smem, cudaStream_t stream, const AttnResParams& p, int W) {
+    attnres_phase2_forward_lane_kernel<K><<<blocks, 32 * kLaneWarps, smem, stream>>>(p, W);
+  }
+};
+template <int K>
+struct Phase2Backward {
+  static void launch(unsigned blocks, int smem, cudaStream_t stream, const AttnResParams& p, int W) {
+    attnres_phase2_backward_lane_kernel<K><<<blocks, 32 * kLaneWarps, smem, stream>>>(p, W);
+  }
+};
+
+}  // namespace
+
 void attnres_phase1_forward(const AttnResParams& p, cudaStream_t stream) {
-  if (fast_phase1(p)) {
-    const int smem = smem_for(attnres_phase1_forward_fast_kernel,
-                              static_cast<std::size_t>(p.layers) * p.dim + 2 * kAttnResFastWarps * p.layers * p.sources,
-                              "attnres phase 1 forward (warp per token)");
-    int device = 0, sms = 0, per_sm = 0;
-    check_launch_result(cudaGetDevice(&device), "attnres phase 1 forward");
-    check_launch_result(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "attnres phase 1 forward");
-    check_launch_result(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attnres_phase1_forward_fast_kernel, 32 * kAttnResFastWarps, smem),
-                        "attnres phase 1 forward");
-    const int tokens = p.batch * p.tokens, needed = (tokens + kAttnResFastWarps - 1) / kAttnResFastWarps;
-    const int blocks = std::max(1, std::min(needed, sms * std::max(per_sm, 1)));
-    attnres_phase1_forward_fast_kernel<<<blocks, 32 * kAttnResFastWarps, smem, stream>>>(p);
-    check_launch("attnres phase 1 forward (warp per token)");
+  const Layout l = phase1_layout(p);
+  if (l.warps > 0 && rows_aligned({p.o.data, 0, 0, 0, p.o.type})) {
+    phase1_dispatch<Phase1Forward>(p, l, stream);
     return;
   }
   const int smem = smem_for(attnres_phase1_forward_kernel, kAttnResWarps + p.sources + static_cast<std::size_t>(p.layers) * p.sources,
@@ -71,22 +163,46 @@ void attnres_phase1_forward(const AttnResParams& p, cudaStream_t stream) {
 }
 
 void attnres_phase2_forward(const AttnResParams& p, cudaStream_t stream) {
+  const Layout l = phase2_layout(p);
+  if (l.warps > 0 && rows_aligned({p.h.data, 0, 0, 0, p.h.type})) {
+    phase2_launch<Phase2Forward>(p, l, stream, "attnres phase 2 forward (lanes)");
+    return;
+  }
   attnres_phase2_forward_kernel<<<dim3(p.batch * p.tokens, p.layers), kAttnResThreads, 0, stream>>>(p);
   check_launch("attnres phase 2 forward");
 }
 
 void attnres_phase2_backward(const AttnResParams& p, cudaStream_t stream) {
-  const int smem = smem_for(attnres_phase2_backward_kernel, kAttnResWarps + static_cast<std::size_t>(p.dim), "attnres phase 2 backward");
-  attnres_phase2_backward_kernel<<<dim3(attnres_chunks(p), p.layers), kAttnResThreads, smem, stream>>>(p);
-  check_launch("attnres phase 2 backward");
+  const Layout l = phase2_layout(p);
+  if (l.warps > 0 && rows_aligned(p.dh) && rows_aligned({p.d_o, 0, 0, 0, p.d_partial.type}) &&
+      rows_aligned({p.d_partial.data, 0, 0, 0, p.d_partial.type})) {
+    phase2_launch<Phase2Backward>(p, l, stream, "attnres phase 2 backward (lanes)");
+    // the chunks' partials of dw from the coefficients the kernel wrote
+    attnres_phase2_dw_kernel<<<dim3(attnres_chunks(p), (p.dim + 127) / 128, p.layers), 128, 0, stream>>>(p);
+    check_launch("attnres phase 2 dw partials");
+  } else {
+    const int smem = smem_for(attnres_phase2_backward_kernel, kAttnResWarps + static_cast<std::size_t>(p.dim), "attnres phase 2 backward");
+    attnres_phase2_backward_kernel<<<dim3(attnres_chunks(p), p.layers), kAttnResThreads, smem, stream>>>(p);
+    check_launch("attnres phase 2 backward");
+  }
   if (p.dw_phase1 == nullptr) dw_sum(p, stream);  // (alone: d_queries is phase 2's part)
 }
 
 void attnres_phase1_backward(const AttnResParams& p, cudaStream_t stream) {
-  const int smem = smem_for(attnres_phase1_backward_kernel, kAttnResWarps + p.sources + 4 * static_cast<std::size_t>(p.layers) * p.sources,
-                            "attnres phase 1 backward");
-  attnres_phase1_backward_kernel<<<attnres_chunks(p), kAttnResThreads, smem, stream>>>(p);
-  check_launch("attnres phase 1 backward");
+  // (the forward's test plus the backward's own rows: d_o and d_values are contiguous allocations, so
+  // in practice the two phases take the same path and recompute the forward's logits bit for bit)
+  const Layout l = phase1_layout(p);
+  if (l.warps > 0 && rows_aligned({p.d_o, 0, 0, 0, p.d_values.type}) && rows_aligned({p.d_values.data, 0, 0, 0, p.d_values.type}) &&
+      p.d_values.scale == nullptr) {
+    phase1_dispatch<Phase1Backward>(p, l, stream);
+    attnres_phase1_dw_kernel<<<dim3(attnres_chunks(p), (p.dim + 127) / 128), 128, 0, stream>>>(p);
+    check_launch("attnres phase 1 dw partials");
+  } else {
+    const int smem = smem_for(attnres_phase1_backward_kernel, kAttnResWarps + p.sources + 4 * static_cast<std::size_t>(p.layers) * p.sources,
+                              "attnres phase 1 backward");
+    attnres_phase1_backward_kernel<<<attnres_chunks(p), kAttnResThreads, smem, stream>>>(p);
+    check_launch("attnres phase 1 backward");
+  }
   dw_sum(p, stream);  // phase 1's part, plus phase 2's when p.dw_phase2 holds it
 }
 

@@ -1,5 +1,7 @@
 // Attention Residuals on CUDA cores (EQUATIONS.md section 4), with cpu.attnres's algorithm and rounding
-// points (kernels/cpu/attnres.hpp says which differ): four kernels and a final sum.
+// points (kernels/cpu/attnres.hpp says which differ): the block kernels, four and a final sum. They
+// take the shapes the lane-layout kernels (attnres_lane_kernels.cuh, the fast path) do not: D not a
+// multiple of 8, rows not 16-byte aligned, N x ceil(D / 2048) > 8 or S > 16.
 //   phase1_forward   a block per token: r_i, the S x N logits (block sums over D), then per layer the
 //                    softmax statistics and o = sum_i p_i v_i / l (sources in order), lse = m + log l
 //   phase2_forward   a block per (layer, token): s_u, beta from the stored o and lse (o_in, lse_in), h = o + beta (u - o)
@@ -33,6 +35,7 @@ namespace fc::kernels::cuda {
 constexpr int kAttnResThreads = 128;
 constexpr int kAttnResWarps = kAttnResThreads / 32;
 constexpr int kAttnResChunk = 64;  // tokens per dw partial: cpu.attnres's task size, which fixes dw's summation order
+__host__ __device__ constexpr int attnres_chunk_count(int tokens) { return (tokens + kAttnResChunk - 1) / kAttnResChunk; }
 
 __device__ inline std::int64_t row_of(const AttnResIn& x, int i, int b, int t) { return i * x.outer + b * x.batch + t * x.token; }
 
@@ -167,16 +170,7 @@ __global__ void __launch_bounds__(kAttnResThreads) attnres_phase1_forward_kernel
   }
 }
 
-// --- phase 1 forward, the fast path: a warp per token ------------------------------------------------
-// For D a multiple of 8, S <= kAttnResFastMaxS and rows that are 16-byte aligned (attnres_kernels.cu
-// checks): a warp owns a token, a lane 8 consecutive entries per 256 (16-byte loads and stores), the
-// pseudo-queries sit in shared memory as fp32, dot products are warp sums (a butterfly: every lane gets
-// the same value), and each output row is stored once. The values are read from DRAM once: the output
-// pass reads them again from L1. The arithmetic and its order are the block kernel's but for the tree of
-// each dot product (fp32-ulp effects; cpu.attnres sums in sequence either way).
-constexpr int kAttnResFastWarps = 8;
-constexpr int kAttnResFastMaxS = 16;
-
+// --- helpers of the lane-layout kernels (attnres_lane_kernels.cuh) ------------------------------------
 __device__ inline float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -221,121 +215,6 @@ __device__ inline void store8(void* row, Elem type, int c, const float (&x)[8]) 
 
 __device__ inline const void* row_ptr(const AttnResIn& x, int i, int b, int t) {
   return static_cast<const unsigned char*>(x.data) + row_of(x, i, b, t) * (x.type == Elem::f32 ? 4 : 2);
-}
-
-// grid (a few blocks per SM); block 8 warps; shared: the queries [S][D] (fp32), then per warp the
-// logits and the softmax weights exp(s_i - m) [S][N] each
-__global__ void __launch_bounds__(32 * kAttnResFastWarps) attnres_phase1_forward_fast_kernel(const AttnResParams p) {
-  extern __shared__ float smem[];
-  const int S = p.layers, N = p.sources, D = p.dim, BT = p.batch * p.tokens;
-  float* w = smem;
-  for (int s = 0; s < S; ++s) {
-    const RowIn ws = row_in(p.queries, 0, 0, s);
-    for (int c = threadIdx.x; c < D; c += 32 * kAttnResFastWarps) w[s * D + c] = ws[c];
-  }
-  __syncthreads();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* logit = w + S * D + warp * 2 * S * N;
-  float* weight = logit + S * N;
-  // A persistent grid (a few blocks per SM, attnres_kernels.cu): each warp takes every
-  // (gridDim.x x 8)-th token, so the queries are staged once per block, not once per 8 tokens.
-  for (int bt = blockIdx.x * kAttnResFastWarps + warp; bt < BT; bt += gridDim.x * kAttnResFastWarps) {
-    const int b = bt / p.tokens, t = bt % p.tokens;
-    for (int i = 0; i < N; ++i) {
-      const void* v = row_ptr(p.values, i, b, t);
-      float sq = 0.f, dot[kAttnResFastMaxS];
-#pragma unroll
-      for (int s = 0; s < kAttnResFastMaxS; ++s) dot[s] = 0.f;
-      for (int c = lane * 8; c < D; c += 256) {
-        float x[8];
-        load8(v, p.values.type, c, x);
-#pragma unroll
-        for (int k = 0; k < 8; ++k) sq += x[k] * x[k];
-#pragma unroll
-        for (int s = 0; s < kAttnResFastMaxS; ++s) {
-          if (s < S) {  // (16-byte reads: a quarter warp reads 128 contiguous bytes, no bank conflict)
-            const float4 w0 = *reinterpret_cast<const float4*>(w + s * D + c), w1 = *reinterpret_cast<const float4*>(w + s * D + c + 4);
-            const float ws[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-#pragma unroll
-            for (int k = 0; k < 8; ++k) dot[s] += ws[k] * x[k];
-          }
-        }
-      }
-      const float ri = rms_inverse(warp_sum(sq), D, p.eps);
-#pragma unroll
-      for (int s = 0; s < kAttnResFastMaxS; ++s) {
-        if (s < S) {
-          const float total = warp_sum(dot[s]);
-          if (lane == 0) logit[s * N + i] = ri * total;
-        }
-      }
-    }
-    __syncwarp();
-    for (int s = lane; s < S; s += 32) {  // per layer: m, the weights exp(s_i - m) and l (sources in order), lse
-      float m = -INFINITY;
-      for (int i = 0; i < N; ++i) m = fmaxf(m, logit[s * N + i]);
-      float l = 0.f;
-      for (int i = 0; i < N; ++i) {
-        const float e = expf(logit[s * N + i] - m);
-        weight[s * N + i] = e, l += e;
-      }
-      logit[s * N] = l;  // (the logits are no longer needed: l in the first slot)
-      p.lse[static_cast<std::int64_t>(s) * BT + bt] = m + logf(l);
-    }
-    __syncwarp();
-    const bool plain = p.o.scale == nullptr && !p.rounding.stochastic;
-    for (int s = 0; s < S; ++s) {
-      const float l = logit[s * N];
-      const std::int64_t row = static_cast<std::int64_t>(s) * BT + bt;
-      const auto chunk = [&](int c, float (&acc)[8]) {  // o[c .. c + 7] = sum_i e_i v_i / l, sources in order
-#pragma unroll
-        for (int k = 0; k < 8; ++k) acc[k] = 0.f;
-        for (int i = 0; i < N; ++i) {
-          float x[8];
-          load8(row_ptr(p.values, i, b, t), p.values.type, c, x);
-          const float e = weight[s * N + i];
-#pragma unroll
-          for (int k = 0; k < 8; ++k) acc[k] += e * x[k];
-        }
-#pragma unroll
-        for (int k = 0; k < 8; ++k) acc[k] /= l;
-      };
-      void* orow = static_cast<unsigned char*>(p.o.data) + row * D * (p.o.type == Elem::f32 ? 4 : 2);
-      if (plain) {
-        for (int c = lane * 8; c < D; c += 256) {
-          float acc[8];
-          chunk(c, acc);
-          store8(orow, p.o.type, c, acc);
-        }
-        continue;
-      }
-      float scale = 1.f;  // fp16 rows: the scale from the row's largest finite magnitude (store_row's rule)
-      if (p.o.scale) {
-        float mx = 0.f;
-        for (int c = lane * 8; c < D; c += 256) {
-          float acc[8];
-          chunk(c, acc);
-#pragma unroll
-          for (int k = 0; k < 8; ++k) {
-            const float a = fabsf(acc[k]);
-            if (!isinf(a) && a > mx) mx = a;
-          }
-        }
-        scale = fp16_row_scale_device(warp_max(mx));
-        if (lane == 0) p.o.scale[row] = scale;
-      }
-      for (int c = lane * 8; c < D; c += 256) {
-        float acc[8];
-        chunk(c, acc);
-#pragma unroll
-        for (int k = 0; k < 8; ++k) {
-          const std::int64_t at = row * D + c + k;
-          store_elem(p.o.data, p.o.type, at, acc[k] / scale, p.rounding, p.o_stream, static_cast<std::uint64_t>(at));
-        }
-      }
-    }
-    __syncwarp();  // the next token rewrites this warp's logits and weights
-  }
 }
 
 // grid (B T, S)

@@ -25,8 +25,10 @@ void attnres_phase2_forward(const AttnResParams& p, cudaStream_t stream);
 void attnres_phase2_backward(const AttnResParams& p, cudaStream_t stream);
 void attnres_phase1_backward(const AttnResParams& p, cudaStream_t stream);
 
-// The chunks of 64 tokens the backward's dw partials are summed over (a partial array holds
-// attnres_chunks(p) x S x D floats).
+// The chunks of 64 tokens the backward's dw partials are summed over.
 int attnres_chunks(const AttnResParams& p);
+// The floats of each dw workspace (p.dw_phase2, p.dw_phase1): the chunks' partials [chunks, S, D], then
+// the lane kernels' coefficients (phase 2: [S, B T]; phase 1: [B T, S, N]).
+std::size_t attnres_dw_workspace_floats(const AttnResParams& p);
 
 }  // namespace fc::kernels::cuda

@@ -41,8 +41,9 @@ struct AttnResParams {
   // bwd; phase 1's reads do (d_o, role grad's format, contiguous [S, B T, D]) and dlse (d_lse)
   AttnResOut d_values, d_partial, d_queries;  // role grad's format
   // bwd workspaces: do between the two backward kernels (role grad's format), dlse (fp32 [S, B T]),
-  // and the per-chunk partial sums of d_queries (fp32 [chunks, S, D], phase 2's and phase 1's; a null
-  // one leaves that phase's part out of d_queries)
+  // and each phase's dw workspace (attnres_dw_workspace_floats: the per-chunk partial sums of d_queries
+  // [chunks, S, D], then the lane kernels' coefficients). The phase that runs needs its own; the other
+  // one null leaves that phase's part out of d_queries.
   void* d_o = nullptr;
   float* d_lse = nullptr;
   float* dw_phase2 = nullptr;

@@ -122,7 +122,7 @@ class CudaAttnRes final : public Subject {
     Output dw = output(c.d_queries, {}, who, "d_queries");
     p.d_values = dv.view, p.d_partial = du.view, p.d_queries = dw.view;
     const Format g = pol.format(Role::grad);
-    const std::size_t partials = static_cast<std::size_t>(attnres_chunks(p)) * sh.layers * sh.dim;
+    const std::size_t partials = attnres_dw_workspace_floats(p);
     DeviceBuffer d_o(rows * sh.dim * (g == Format::fp32 ? 4 : 2), who, "do"), d_lse(rows * sizeof(float), who, "dlse");
     // (both phases' dw partials: attnres_backward sums them into d_queries once, phase 2's then phase 1's)
     DeviceBuffer dw2(partials * sizeof(float), who, "dw partials (phase 2)"), dw1(partials * sizeof(float), who, "dw partials (phase 1)");

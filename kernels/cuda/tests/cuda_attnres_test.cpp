@@ -4,6 +4,8 @@
 //   - stochastic rounding bit-identical to cpu.attnres: with one source (p = 1) and fp32 values, o = v
 //     exactly on both, so its rounding to bf16, or to fp16 with a per-row scale, must give the same bits
 //     and the same scales;
+//   - rows longer than the harness draws (D up to 8192: the lane kernels' groups of 2 to 8 warps, and the
+//     block kernels where N x D is too large for a lane's registers) agree with cpu.attnres;
 //   - bad input refused with a clear error.
 #include <gtest/gtest.h>
 
@@ -82,19 +84,56 @@ TEST(CudaAttnRes, StochasticRoundingIsBitIdenticalToTheCpuBackend) {
   // One source: p = exp(0) = 1 and l = 1, so o = 1 v / 1 = v exactly in fp32 on both; T = 67 tokens (a
   // tail of the 64-token chunks), D = 200 (not a multiple of the 128 threads), rows of sigma 1e3 (fp16
   // scales other than 1).
-  for (const char* text : {"fp32,o=bf16,round=sr,seed=11", "fp32,o=fp16,round=sr,seed=11", "fp32,o=bf16", "fp32,o=fp16"}) {
-    const PrecisionPolicy policy = PrecisionPolicy::parse(text);
-    const AttnResShape shape{1, 2, 67, 200, 3, 1e-6};
-    AttnResRun on_gpu(shape, policy, 7, 1e3), on_cpu(shape, policy, 7, 1e3);
-    on_gpu.forward(*gpu), on_cpu.forward(*cpu);
-    EXPECT_TRUE(same_bytes(on_gpu.o, on_cpu.o)) << text << ": o's stored bits differ";
-    EXPECT_TRUE(same_bytes(on_gpu.o_scale, on_cpu.o_scale)) << text << ": o's row scales differ";
+  // D = 256 and 4096 take the lane kernels (a group of 1 and of 2 warps), D = 200 the block kernels.
+  for (const int D : {200, 256, 4096}) {
+    for (const char* text : {"fp32,o=bf16,round=sr,seed=11", "fp32,o=fp16,round=sr,seed=11", "fp32,o=bf16", "fp32,o=fp16"}) {
+      const PrecisionPolicy policy = PrecisionPolicy::parse(text);
+      const AttnResShape shape{1, 2, D == 4096 ? 33 : 67, D, 3, 1e-6};
+      AttnResRun on_gpu(shape, policy, 7, 1e3), on_cpu(shape, policy, 7, 1e3);
+      on_gpu.forward(*gpu), on_cpu.forward(*cpu);
+      EXPECT_TRUE(same_bytes(on_gpu.o, on_cpu.o)) << text << " D=" << D << ": o's stored bits differ";
+      EXPECT_TRUE(same_bytes(on_gpu.o_scale, on_cpu.o_scale)) << text << " D=" << D << ": o's row scales differ";
+    }
   }
   // Another seed gives other bits (the words are the seed's, not fixed ones).
   AttnResRun a({1, 1, 64, 256, 2, 1e-6}, PrecisionPolicy::parse("fp32,o=bf16,round=sr,seed=1"), 3),
       b({1, 1, 64, 256, 2, 1e-6}, PrecisionPolicy::parse("fp32,o=bf16,round=sr,seed=2"), 3);
   a.forward(*gpu), b.forward(*gpu);
   EXPECT_FALSE(same_bytes(a.o, b.o));
+}
+
+// The largest |a - b| over the largest |b|.
+double normwise_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  double diff = 0, size = 0;
+  for (std::size_t k = 0; k < a.size(); ++k) diff = std::max(diff, std::abs(a[k] - b[k])), size = std::max(size, std::abs(b[k]));
+  return size > 0 ? diff / size : diff;
+}
+
+TEST(CudaAttnRes, LongRowsAgreeWithTheCpuBackend) {
+  REQUIRE_GPU();
+  auto gpu = make_cuda_attnres();
+  auto cpu = cpu::make_cpu_attnres();
+  // Both compute in fp32 with the same rounding points and round the same way; they differ in the order of
+  // the D-long dot products (fp32, a relative ~sqrt(D) u_fp32 = 5e-6 at D = 8192) and so, rarely, in the
+  // last bit of a stored bf16 entry. Normwise per output, 2 u_bf16 (3.9e-3) of its largest entry covers
+  // one flipped last bit plus the fp32 differences with room; a wrong chunk, warp or group would be off by
+  // O(1). Shapes: the lane kernels with groups of 2, 4 and 8 warps (D = 1024 N = 4; D = 2048 N = 4;
+  // D = 8192 N = 2), and the block kernels where N x D is too large for them (D = 8192 N = 4).
+  const PrecisionPolicy policy = PrecisionPolicy::parse("bf16");
+  const double bound = 2 * std::ldexp(1.0, -8);
+  for (const AttnResShape shape : {AttnResShape{4, 1, 70, 1024, 3, 1e-6}, AttnResShape{4, 2, 35, 2048, 2, 1e-6},
+                                   AttnResShape{2, 1, 66, 8192, 3, 1e-6}, AttnResShape{4, 1, 20, 8192, 2, 1e-6}}) {
+    AttnResRun g(shape, policy, 5), c(shape, policy, 5);
+    g.forward(*gpu), c.forward(*cpu);
+    g.backward(*gpu), c.backward(*cpu);
+    const std::string at = "N=" + std::to_string(shape.sources) + " D=" + std::to_string(shape.dim);
+    EXPECT_LE(normwise_difference(g.values_of(g.o, g.o_scale), c.values_of(c.o, c.o_scale)), bound) << at << ": o";
+    EXPECT_LE(normwise_difference(g.values_of(g.h, g.h_scale), c.values_of(c.h, c.h_scale)), bound) << at << ": h";
+    EXPECT_LE(normwise_difference(g.values_of(g.lse, {}), c.values_of(c.lse, {})), bound) << at << ": lse";
+    EXPECT_LE(normwise_difference(g.values_of(g.dv, {}), c.values_of(c.dv, {})), bound) << at << ": d_values";
+    EXPECT_LE(normwise_difference(g.values_of(g.du, {}), c.values_of(c.du, {})), bound) << at << ": d_partial";
+    EXPECT_LE(normwise_difference(g.values_of(g.dw, {}), c.values_of(c.dw, {})), bound) << at << ": d_queries";
+  }
 }
 
 TEST(CudaAttnRes, BadInputIsRefusedWithAClearError) {

@@ -67,7 +67,7 @@ AttnResParams params_of(const at::Tensor& per_token, const at::Tensor& queries, 
 }
 
 at::Tensor dw_workspace(const AttnResParams& p, const at::Tensor& like) {
-  return at::empty({cuda::attnres_chunks(p), p.layers, p.dim}, like.options().dtype(at::kFloat));
+  return at::empty({static_cast<std::int64_t>(cuda::attnres_dw_workspace_floats(p))}, like.options().dtype(at::kFloat));
 }
 
 cudaStream_t current_stream(const at::Tensor& t) {

@@ -1,0 +1,604 @@
+// Attention Residuals' lane-layout kernels (version 4): the fast path of every phase, forward and
+// backward, for D a multiple of 8 and 16-byte aligned rows (attnres_kernels.cu decides; the block
+// kernels of attnres_kernels.cuh take every other case).
+//
+// The lane layout of a row of D entries: a token (phase 1) or a (layer, token) row (phase 2) belongs to
+// a group of W warps; lane l of warp w of the group owns the 8 entries at 256 (w + W kk) + 8 l for
+// kk < K (16-byte loads and stores). W and K are a function of D and N alone (attnres_kernels.cu), so
+// the forward and the backward lay a row out the same way.
+//
+// Why it is faster than version 3 (a warp per token walking the sources one at a time): a lane issues
+// the loads of all its row chunks (N x K for phase 1) before it uses any, so a warp keeps N K x 512
+// bytes in flight instead of 512; the rows stay in registers between the dot products and the
+// output, so the values are read from memory once and from L1 never; a layer's N dot products are
+// summed over the warp by one reduce-scatter (N + 5 shuffles rather than 5 N).
+//
+// Determinism and the forward/backward agreement: a dot product is each lane's sum of its entries (kk,
+// then the 8 entries, in order, by fmaf), then the warp tree of xor masks 16, 8, 4, 2, 1 (warp_sum's
+// tree: fp addition is commutative, so the reduce-scatter gives warp_sum's bits), then the group's warps
+// in order. Phase 1's backward recomputes every logit by that same sequence, so logit_bwd - lse_fwd is
+// exactly the forward's, and p = exp(logit - lse) is the forward's to the last bit (the fp32 one-hot
+// gap of version 3, NOTES.md).
+//
+// dw without atomics: the backward kernels write a coefficient per (token, layer, source) (phase 1:
+// ds_i r_i) or per (layer, token) (phase 2: ds_u r_u) into the dw workspace; attnres_phase*_dw_kernel
+// then sums coefficient x row over each chunk of 64 tokens in token order, sources in order (cpu.attnres's
+// order), and attnres_dw_sum_kernel adds the chunks in order.
+#pragma once
+
+#include "kernels/cuda/attnres_kernels.cuh"
+
+namespace fc::kernels::cuda {
+
+constexpr int kLaneWarps = 8;      // warps per block
+constexpr int kLaneRowChunks = 8;  // phase 1: a lane holds N x K <= 8 row chunks (64 fp32 registers)
+constexpr int kLaneMaxS = 16;      // layers (the dw kernel's accumulators)
+constexpr int kLaneP2MaxK = 4;     // phase 2: chunks per lane (two rows of K x 8 fp32 in registers)
+
+__host__ __device__ constexpr int log2_of(int m) { return m <= 1 ? 0 : 1 + log2_of(m / 2); }
+
+// Where a lane sits: its warp's group (a token or a row), the warp within the group, the lane.
+struct LanePlace {
+  int warps;  // W
+  int group, in_group, lane;
+  __device__ LanePlace(int W) : warps(W), group(threadIdx.x / 32 / W), in_group(threadIdx.x / 32 % W), lane(threadIdx.x % 32) {}
+  __device__ int groups() const { return kLaneWarps / warps; }
+  __device__ int entry(int kk) const { return 256 * (in_group + warps * kk) + 8 * lane; }  // first of the lane's 8 entries
+  __device__ int warp() const { return threadIdx.x / 32; }
+};
+
+// The group's warps in step: W = 1 needs only the warp; W > 1 the block (every group of the block
+// passes the same barriers: the loops around them are uniform).
+__device__ inline void group_sync(int W) {
+  if (W == 1) {
+    __syncwarp();
+  } else {
+    __syncthreads();
+  }
+}
+
+// M values (M a power of two <= 32) summed over the warp, each by warp_sum's tree (xor masks 16, 8,
+// 4, 2, 1): a reduce-scatter, M - 1 + (5 - log2 M) shuffles instead of 5 M. Lane l ends with value
+// l >> (5 - log2 M)'s total; `out[j]` receives value j's total (written by one lane per value).
+template <int M>
+__device__ inline void warp_sums_to(float (&a)[M], int lane, float* out) {
+  static_assert(M >= 1 && M <= 32 && (M & (M - 1)) == 0, "a power of two <= 32");
+  int len = M;
+#pragma unroll
+  for (int mask = 16; mask >= 1; mask >>= 1) {
+    if (len > 1) {
+      const int half = len / 2;
+      const bool upper = (lane & mask) != 0;
+#pragma unroll
+      for (int j = 0; j < half; ++j) {
+        const float send = upper ? a[j] : a[j + half];
+        const float keep = upper ? a[j + half] : a[j];
+        a[j] = keep + __shfl_xor_sync(0xffffffffu, send, mask);
+      }
+      len = half;
+    } else {
+      a[0] += __shfl_xor_sync(0xffffffffu, a[0], mask);
+    }
+  }
+  constexpr int shift = 5 - log2_of(M);
+  if ((lane & ((1 << shift) - 1)) == 0) out[lane >> shift] = a[0];
+}
+
+// The group's total of value j: the per-warp totals `part` (a stride of `stride` floats per warp) of the
+// group's warps, in warp order.
+__device__ inline float group_total(const float* part, int stride, const LanePlace& at, int j) {
+  const int first = at.group * at.warps;
+  float t = part[first * stride + j];
+  for (int w = 1; w < at.warps; ++w) t += part[(first + w) * stride + j];
+  return t;
+}
+
+// 8 entries as stored -> fp32 (the values' format known at compile time: the loads of every row chunk
+// issue before the first conversion).
+template <Elem E>
+struct Raw8 {
+  uint4 w[E == Elem::f32 ? 2 : 1];
+  __device__ void load(const void* row, int c) {
+    if constexpr (E == Elem::f32) {
+      const uint4* q = reinterpret_cast<const uint4*>(static_cast<const float*>(row) + c);
+      w[0] = q[0], w[1] = q[1];
+    } else {
+      w[0] = *reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(row) + c);
+    }
+  }
+  __device__ void zero() {
+#pragma unroll
+    for (auto& x : w) x = make_uint4(0, 0, 0, 0);
+  }
+  __device__ void to_float(float (&x)[8]) const {
+    if constexpr (E == Elem::f32) {
+      const std::uint32_t u[8] = {w[0].x, w[0].y, w[0].z, w[0].w, w[1].x, w[1].y, w[1].z, w[1].w};
+#pragma unroll
+      for (int k = 0; k < 8; ++k) x[k] = __uint_as_float(u[k]);
+    } else {
+      const std::uint32_t u[4] = {w[0].x, w[0].y, w[0].z, w[0].w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 f = E == Elem::bf16 ? Storage<__nv_bfloat16>::unpack(u[k]) : Storage<__half>::unpack(u[k]);
+        x[2 * k] = f.x, x[2 * k + 1] = f.y;
+      }
+    }
+  }
+};
+
+// acc += sum_k a[k] b[k], in k order, each step one fmaf (the one sequence every kernel here uses).
+__device__ inline float dot8(float acc, const float (&a)[8], const float (&b)[8]) {
+#pragma unroll
+  for (int k = 0; k < 8; ++k) acc = fmaf(a[k], b[k], acc);
+  return acc;
+}
+
+// Stores a row that the group holds in the lane layout (K chunks of 8 per lane): contiguous 16-byte
+// stores to nearest, or, for fp16 rows with scales and for stochastic rounding, store_row's rule (the
+// row's largest finite magnitude over the group, then value / scale rounded per element with its
+// Philox word). `red`: kLaneWarps floats of shared memory. Every group of the block calls it together.
+template <int K>
+__device__ inline void store_lane_row(const AttnResOut& out, std::int64_t row, int D, const float (&v)[K][8], const LanePlace& at,
+                                      bool active, const OutputRounding& r, std::uint32_t stream, float* red) {
+  void* base = static_cast<unsigned char*>(out.data) + row * D * (out.type == Elem::f32 ? 4 : 2);
+  if (out.scale == nullptr && !r.stochastic) {
+    if (!active) return;
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) {
+      if (at.entry(kk) < D) store8(base, out.type, at.entry(kk), v[kk]);
+    }
+    return;
+  }
+  float scale = 1.f;
+  if (out.scale) {
+    float m = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) {
+      if (at.entry(kk) >= D) continue;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const float a = fabsf(v[kk][k]);
+        if (!isinf(a) && a > m) m = a;  // (NaN fails a > m)
+      }
+    }
+    m = warp_max(m);
+    if (at.lane == 0) red[at.warp()] = m;
+    group_sync(at.warps);
+    for (int w = 0; w < at.warps; ++w) m = fmaxf(m, red[at.group * at.warps + w]);
+    group_sync(at.warps);  // red is free again
+    scale = fp16_row_scale_device(m);
+    if (active && at.in_group == 0 && at.lane == 0) out.scale[row] = scale;
+  }
+  if (!active) return;
+#pragma unroll
+  for (int kk = 0; kk < K; ++kk) {
+    if (at.entry(kk) >= D) continue;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const std::int64_t e = row * D + at.entry(kk) + k;
+      store_elem(out.data, out.type, e, v[kk][k] / scale, r, stream, static_cast<std::uint64_t>(e));
+    }
+  }
+}
+
+// --- phase 1 ------------------------------------------------------------------------------------------
+// grid (ceil(B T / (8 / W))), block 8 warps, a token per group of W warps. Shared: per warp `part`
+// [(S + 1) NMAX] (its sums of ||v_i||^2, then of w_s . v_i), then per warp the weights exp(s_i - m)
+// [S][NMAX] and l [S], then store_lane_row's kLaneWarps floats.
+template <Elem E, int K>
+__global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_forward_lane_kernel(const AttnResParams p, int W) {
+  constexpr int NMAX = kLaneRowChunks / K;
+  extern __shared__ float smem[];
+  const int S = p.layers, N = p.sources, D = p.dim, BT = p.batch * p.tokens;
+  const LanePlace at(W);
+  const int bt = blockIdx.x * at.groups() + at.group;
+  const bool active = bt < BT;
+  const int b = active ? bt / p.tokens : 0, t = active ? bt % p.tokens : 0;
+  const int stride = (S + 1) * NMAX;
+  float* part = smem + at.warp() * stride;
+  float* weight = smem + kLaneWarps * stride + at.warp() * (S * NMAX + S);
+  float* lsum = weight + S * NMAX;
+  float* red = smem + kLaneWarps * (stride + S * NMAX + S);
+
+  Raw8<E> raw[NMAX][K];
+#pragma unroll
+  for (int i = 0; i < NMAX; ++i) {
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) {
+      if (active && i < N && at.entry(kk) < D) {
+        raw[i][kk].load(row_ptr(p.values, i, b, t), at.entry(kk));
+      } else {
+        raw[i][kk].zero();
+      }
+    }
+  }
+  float x[NMAX][K][8];
+#pragma unroll
+  for (int i = 0; i < NMAX; ++i) {
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) raw[i][kk].to_float(x[i][kk]);
+  }
+  {
+    float sq[NMAX];
+#pragma unroll
+    for (int i = 0; i < NMAX; ++i) {
+      sq[i] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < K; ++kk) sq[i] = dot8(sq[i], x[i][kk], x[i][kk]);
+    }
+    warp_sums_to(sq, at.lane, part);
+  }
+  for (int s = 0; s < S; ++s) {
+    float acc[NMAX];
+#pragma unroll
+    for (int i = 0; i < NMAX; ++i) acc[i] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) {
+      if (at.entry(kk) >= D) continue;
+      float w[8];
+      load8(row_ptr(p.queries, 0, 0, s), p.queries.type, at.entry(kk), w);
+#pragma unroll
+      for (int i = 0; i < NMAX; ++i) acc[i] = dot8(acc[i], w, x[i][kk]);
+    }
+    warp_sums_to(acc, at.lane, part + (1 + s) * NMAX);
+  }
+  group_sync(W);
+  // per layer (lane s of every warp, each for itself): the logits, m, the weights, l, and lse
+  for (int s = at.lane; s < S; s += 32) {
+    float logit[NMAX], m = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < NMAX; ++i) {
+      if (i < N) {
+        const float ri = rms_inverse(group_total(smem, stride, at, i), D, p.eps);
+        logit[i] = ri * group_total(smem, stride, at, (1 + s) * NMAX + i);
+        m = fmaxf(m, logit[i]);
+      }
+    }
+    float l = 0.f;
+#pragma unroll
+    for (int i = 0; i < NMAX; ++i) {
+      if (i < N) {
+        const float e = expf(logit[i] - m);
+        weight[s * NMAX + i] = e, l += e;
+      }
+    }
+    lsum[s] = l;
+    if (active && at.in_group == 0) p.lse[static_cast<std::int64_t>(s) * BT + bt] = m + logf(l);
+  }
+  __syncwarp();
+  for (int s = 0; s < S; ++s) {  // o_s = sum_i e_i v_i / l, sources in order, from the registers
+    float o[K][8];
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) o[kk][k] = 0.f;
+#pragma unroll
+      for (int i = 0; i < NMAX; ++i) {
+        if (i < N) {
+          const float e = weight[s * NMAX + i];
+#pragma unroll
+          for (int k = 0; k < 8; ++k) o[kk][k] = fmaf(e, x[i][kk][k], o[kk][k]);
+        }
+      }
+      const float l = lsum[s];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) o[kk][k] /= l;
+    }
+    store_lane_row<K>(p.o, static_cast<std::int64_t>(s) * BT + bt, D, o, at, active, p.rounding, p.o_stream, red);
+  }
+}
+
+// grid as the forward; shared: per warp `part` [(2 S + 1) NMAX] (||v_i||^2, w_s . v_i, do_s . v_i), then
+// per warp prob, ds, coef [S][NMAX] each. Writes d_values and the dw coefficients ds_i r_i
+// ([B T][S][N] after the chunk partials in dw_phase1).
+template <Elem E, int K>
+__global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_backward_lane_kernel(const AttnResParams p, int W) {
+  constexpr int NMAX = kLaneRowChunks / K;
+  constexpr int IB = NMAX < 4 ? NMAX : 4;  // sources per pass of the d_values loop (its accumulators)
+  extern __shared__ float smem[];
+  const int S = p.layers, N = p.sources, D = p.dim, BT = p.batch * p.tokens;
+  const LanePlace at(W);
+  const int bt = blockIdx.x * at.groups() + at.group;
+  const bool active = bt < BT;
+  const int b = active ? bt / p.tokens : 0, t = active ? bt % p.tokens : 0;
+  const int stride = (2 * S + 1) * NMAX;
+  float* part = smem + at.warp() * stride;
+  const float* parts = smem;
+  float* prob = smem + kLaneWarps * stride + at.warp() * 3 * S * NMAX;
+  float* ds = prob + S * NMAX;
+  float* coef = ds + S * NMAX;
+  const Elem gtype = p.d_values.type;  // do is stored in the gradient format
+  const auto do_row = [&](int s) {
+    return static_cast<const unsigned char*>(p.d_o) + (static_cast<std::int64_t>(s) * BT + bt) * D * (gtype == Elem::f32 ? 4 : 2);
+  };
+
+  Raw8<E> raw[NMAX][K];
+#pragma unroll
+  for (int i = 0; i < NMAX; ++i) {
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) {
+      if (active && i < N && at.entry(kk) < D) {
+        raw[i][kk].load(row_ptr(p.values, i, b, t), at.entry(kk));
+      } else {
+        raw[i][kk].zero();
+      }
+    }
+  }
+  float x[NMAX][K][8];
+#pragma unroll
+  for (int i = 0; i < NMAX; ++i) {
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) raw[i][kk].to_float(x[i][kk]);
+  }
+  {
+    float sq[NMAX];
+#pragma unroll
+    for (int i = 0; i < NMAX; ++i) {
+      sq[i] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < K; ++kk) sq[i] = dot8(sq[i], x[i][kk], x[i][kk]);
+    }
+    warp_sums_to(sq, at.lane, part);
+  }
+  for (int s = 0; s < S; ++s) {
+    float acc[2 * NMAX];  // w_s . v_i (the forward's sequence), then do_s . v_i
+#pragma unroll
+    for (int i = 0; i < 2 * NMAX; ++i) acc[i] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) {
+      if (at.entry(kk) >= D) continue;
+      float w[8], g[8];
+      load8(row_ptr(p.queries, 0, 0, s), p.queries.type, at.entry(kk), w);
+      if (active) {
+        load8(do_row(s), gtype, at.entry(kk), g);
+      } else {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) g[k] = 0.f;
+      }
+#pragma unroll
+      for (int i = 0; i < NMAX; ++i) acc[i] = dot8(acc[i], w, x[i][kk]), acc[NMAX + i] = dot8(acc[NMAX + i], g, x[i][kk]);
+    }
+    float wv[NMAX], gv[NMAX];
+#pragma unroll
+    for (int i = 0; i < NMAX; ++i) wv[i] = acc[i], gv[i] = acc[NMAX + i];
+    warp_sums_to(wv, at.lane, part + (1 + s) * NMAX);
+    warp_sums_to(gv, at.lane, part + (1 + S + s) * NMAX);
+  }
+  group_sync(W);
+  // per layer (lane s of every warp, each for itself): p_i, a_i, abar, ds_i, the coefficients
+  for (int s = at.lane; s < S; s += 32) {
+    const std::int64_t row = static_cast<std::int64_t>(s) * BT + bt;
+    const float lse = active ? p.lse_in[row] : 0.f, dlse = active ? p.d_lse[row] : 0.f;
+    float abar = 0.f;
+    for (int i = 0; i < N; ++i) {
+      const float ri = rms_inverse(group_total(parts, stride, at, i), D, p.eps);
+      const float logit = ri * group_total(parts, stride, at, (1 + s) * NMAX + i);
+      const float a = group_total(parts, stride, at, (1 + S + s) * NMAX + i);
+      const float pi = expf(logit - lse);
+      prob[s * NMAX + i] = pi, ds[s * NMAX + i] = a;  // (a for now)
+      coef[s * NMAX + i] = logit * ri * ri / static_cast<float>(D);
+      abar += pi * a;
+    }
+    for (int i = 0; i < N; ++i) {
+      const float dsi = prob[s * NMAX + i] * (ds[s * NMAX + i] - abar + dlse);
+      ds[s * NMAX + i] = dsi;
+      if (active && at.in_group == 0) {
+        const float ri = rms_inverse(group_total(parts, stride, at, i), D, p.eps);
+        p.dw_phase1[static_cast<std::int64_t>(attnres_chunk_count(BT)) * S * D + (static_cast<std::int64_t>(bt) * S + s) * N + i] = dsi * ri;
+      }
+    }
+  }
+  __syncwarp();
+  float r[NMAX];
+#pragma unroll
+  for (int i = 0; i < NMAX; ++i) r[i] = i < N ? rms_inverse(group_total(parts, stride, at, i), D, p.eps) : 0.f;
+  const bool plain = !p.rounding.stochastic;  // (d_values has no scales)
+  // dv_i = sum_s p_i do_s + ds_i (r_i w_s - coef_i v_i), layers in order; IB sources per pass
+#pragma unroll
+  for (int ib = 0; ib < NMAX; ib += IB) {
+    if (ib >= N) break;
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) {
+      if (at.entry(kk) >= D) continue;
+      float dv[IB][8];
+#pragma unroll
+      for (int j = 0; j < IB; ++j) {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) dv[j][k] = 0.f;
+      }
+      for (int s = 0; s < S; ++s) {
+        float w[8], g[8];
+        load8(row_ptr(p.queries, 0, 0, s), p.queries.type, at.entry(kk), w);
+        if (active) {
+          load8(do_row(s), gtype, at.entry(kk), g);
+        } else {
+#pragma unroll
+          for (int k = 0; k < 8; ++k) g[k] = 0.f;
+        }
+#pragma unroll
+        for (int j = 0; j < IB; ++j) {
+          const int i = ib + j;
+          if (i >= N) continue;
+          const float pi = prob[s * NMAX + i], dsi = ds[s * NMAX + i], ci = coef[s * NMAX + i];
+#pragma unroll
+          for (int k = 0; k < 8; ++k) dv[j][k] += pi * g[k] + dsi * (r[i] * w[k] - ci * x[i][kk][k]);
+        }
+      }
+      if (!active) continue;
+#pragma unroll
+      for (int j = 0; j < IB; ++j) {
+        const int i = ib + j;
+        if (i >= N) continue;
+        const std::int64_t vrow = static_cast<std::int64_t>(i) * BT + bt;
+        if (plain) {
+          store8(static_cast<unsigned char*>(p.d_values.data) + vrow * D * (gtype == Elem::f32 ? 4 : 2), gtype, at.entry(kk), dv[j]);
+        } else {
+#pragma unroll
+          for (int k = 0; k < 8; ++k) {
+            const std::int64_t e = vrow * D + at.entry(kk) + k;
+            store_elem(p.d_values.data, gtype, e, dv[j][k], p.rounding, p.d_values_stream, static_cast<std::uint64_t>(e));
+          }
+        }
+      }
+    }
+  }
+}
+
+// grid (chunks, ceil(D / 128)); the chunk's partial of dw (phase 1): dw_phase1[chunk][s][c] = sum over
+// the chunk's tokens in order, sources in order, of coef[t][s][i] v_i[t][c] (cpu.attnres's order)
+__global__ void __launch_bounds__(128) attnres_phase1_dw_kernel(const AttnResParams p) {
+  const int S = p.layers, N = p.sources, D = p.dim, BT = p.batch * p.tokens, chunk = blockIdx.x;
+  const int c = blockIdx.y * 128 + threadIdx.x;
+  if (c >= D) return;
+  const float* coefs = p.dw_phase1 + static_cast<std::int64_t>(attnres_chunk_count(BT)) * S * D;
+  float acc[kLaneMaxS];
+#pragma unroll
+  for (int s = 0; s < kLaneMaxS; ++s) acc[s] = 0.f;
+  const int end = min(BT, (chunk + 1) * kAttnResChunk);
+  for (int bt = chunk * kAttnResChunk; bt < end; ++bt) {
+    const int b = bt / p.tokens, t = bt % p.tokens;
+    const float* k = coefs + static_cast<std::int64_t>(bt) * S * N;
+    for (int i = 0; i < N; ++i) {
+      const float v = row_in(p.values, i, b, t)[c];
+#pragma unroll
+      for (int s = 0; s < kLaneMaxS; ++s) {
+        if (s < S) acc[s] += k[s * N + i] * v;
+      }
+    }
+  }
+  float* out = p.dw_phase1 + static_cast<std::int64_t>(chunk) * S * D;
+#pragma unroll
+  for (int s = 0; s < kLaneMaxS; ++s) {
+    if (s < S) out[s * D + c] = acc[s];
+  }
+}
+
+// --- phase 2 ------------------------------------------------------------------------------------------
+// A (layer, token) row per group of W warps, K chunks per lane. Shared: per warp `part` [4], then
+// store_lane_row's kLaneWarps floats.
+template <int K>
+__device__ inline void load_row8(const AttnResIn& x, int i, int b, int t, const LanePlace& at, int D, bool active, float (&v)[K][8]) {
+  const float scale = x.scale && active ? x.scale[i * x.scale_outer + b * x.scale_batch + t * x.scale_token] : 1.f;
+#pragma unroll
+  for (int kk = 0; kk < K; ++kk) {
+    if (active && at.entry(kk) < D) {
+      load8(row_ptr(x, i, b, t), x.type, at.entry(kk), v[kk]);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[kk][k] *= scale;  // (exact: a power of two)
+    } else {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[kk][k] = 0.f;
+    }
+  }
+}
+
+// r_u and s_u = r_u (w . u) of a row the group holds (every lane gets them); `part` as above.
+template <int K>
+__device__ inline void partial_logit(const AttnResParams& p, int s, const float (&u)[K][8], const LanePlace& at, float* smem, float extra_in,
+                                     float& ru, float& su, float& extra) {
+  const int D = p.dim;
+  float sums[4] = {0.f, 0.f, extra_in, 0.f};  // ||u||^2, w . u, (the backward's delta), unused
+#pragma unroll
+  for (int kk = 0; kk < K; ++kk) {
+    if (at.entry(kk) >= D) continue;
+    float w[8];
+    load8(row_ptr(p.queries, 0, 0, s), p.queries.type, at.entry(kk), w);
+    sums[0] = dot8(sums[0], u[kk], u[kk]), sums[1] = dot8(sums[1], w, u[kk]);
+  }
+  warp_sums_to(sums, at.lane, smem + at.warp() * 4);
+  group_sync(at.warps);
+  ru = rms_inverse(group_total(smem, 4, at, 0), D, p.eps);
+  su = ru * group_total(smem, 4, at, 1);
+  extra = group_total(smem, 4, at, 2);
+  group_sync(at.warps);  // the sums' slots are free again
+}
+
+// grid (ceil(S B T / (8 / W))); shared: per warp 4 floats, then kLaneWarps
+template <int K>
+__global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase2_forward_lane_kernel(const AttnResParams p, int W) {
+  extern __shared__ float smem[];
+  const int D = p.dim, BT = p.batch * p.tokens;
+  const LanePlace at(W);
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * at.groups() + at.group;
+  const bool active = row < static_cast<std::int64_t>(p.layers) * BT;
+  const int s = active ? static_cast<int>(row / BT) : 0, bt = active ? static_cast<int>(row % BT) : 0;
+  const int b = bt / p.tokens, t = bt % p.tokens;
+  float u[K][8], o[K][8];
+  load_row8(p.partial, s, b, t, at, D, active, u);
+  load_row8(p.o_in, s, b, t, at, D, active, o);  // phase 1's stored o with its scales
+  float ru, su, unused;
+  partial_logit(p, s, u, at, smem, 0.f, ru, su, unused);
+  const float beta = active ? sigmoid_of_difference(su, p.lse_in[row]) : 0.f;
+#pragma unroll
+  for (int kk = 0; kk < K; ++kk) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) o[kk][k] = o[kk][k] + beta * (u[kk][k] - o[kk][k]);
+  }
+  store_lane_row<K>(p.h, row, D, o, at, active, p.rounding, p.h_stream, smem + 4 * kLaneWarps);
+}
+
+// grid as the forward: do, dlse, du, and the dw coefficient ds_u r_u ([S][B T] after the chunk partials
+// in dw_phase2)
+template <int K>
+__global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase2_backward_lane_kernel(const AttnResParams p, int W) {
+  extern __shared__ float smem[];
+  const int D = p.dim, BT = p.batch * p.tokens;
+  const LanePlace at(W);
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * at.groups() + at.group;
+  const bool active = row < static_cast<std::int64_t>(p.layers) * BT;
+  const int s = active ? static_cast<int>(row / BT) : 0, bt = active ? static_cast<int>(row % BT) : 0;
+  const int b = bt / p.tokens, t = bt % p.tokens;
+  float u[K][8], g[K][8];
+  load_row8(p.partial, s, b, t, at, D, active, u);
+  load_row8(p.dh, s, b, t, at, D, active, g);
+  float delta = 0.f;
+  {
+    float o[K][8];
+    load_row8(p.o_in, s, b, t, at, D, active, o);
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) delta = fmaf(g[kk][k], o[kk][k] - u[kk][k], delta);
+    }
+  }
+  float ru, su;
+  partial_logit(p, s, u, at, smem, delta, ru, su, delta);
+  const float lse = active ? p.lse_in[row] : 0.f;
+  // 1 - beta as a sigmoid of its own (cpu.attnres: subtraction loses every digit when beta rounds to 1)
+  const float beta = sigmoid_of_difference(su, lse), one_minus_beta = sigmoid_of_difference(lse, su);
+  const float dl = beta * one_minus_beta * delta, dsu = -dl;
+  if (active && at.in_group == 0 && at.lane == 0) {
+    p.d_lse[row] = dl;
+    p.dw_phase2[static_cast<std::int64_t>(attnres_chunk_count(BT)) * p.layers * D + row] = dsu * ru;
+  }
+  const float coef = su * ru * ru / static_cast<float>(D);
+  float dout[K][8], du[K][8];
+#pragma unroll
+  for (int kk = 0; kk < K; ++kk) {
+    float w[8] = {};
+    if (at.entry(kk) < D) load8(row_ptr(p.queries, 0, 0, s), p.queries.type, at.entry(kk), w);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      dout[kk][k] = one_minus_beta * g[kk][k];
+      du[kk][k] = beta * g[kk][k] + dsu * (ru * w[k] - coef * u[kk][k]);
+    }
+  }
+  const AttnResOut d_o{p.d_o, p.d_partial.type, nullptr};
+  store_lane_row<K>(d_o, row, D, dout, at, active, p.rounding, p.d_o_stream, smem + 4 * kLaneWarps);
+  store_lane_row<K>(p.d_partial, row, D, du, at, active, p.rounding, p.d_partial_stream, smem + 4 * kLaneWarps);
+}
+
+// grid (chunks, ceil(D / 128), S): dw_phase2[chunk][s][c] = sum over the chunk's tokens in order of
+// coef[s][t] u_s[t][c]
+__global__ void __launch_bounds__(128) attnres_phase2_dw_kernel(const AttnResParams p) {
+  const int D = p.dim, BT = p.batch * p.tokens, chunk = blockIdx.x, s = blockIdx.z;
+  const int c = blockIdx.y * 128 + threadIdx.x;
+  if (c >= D) return;
+  const float* coefs = p.dw_phase2 + static_cast<std::int64_t>(attnres_chunk_count(BT)) * p.layers * D + static_cast<std::int64_t>(s) * BT;
+  float acc = 0.f;
+  const int end = min(BT, (chunk + 1) * kAttnResChunk);
+  for (int bt = chunk * kAttnResChunk; bt < end; ++bt) acc += coefs[bt] * row_in(p.partial, s, bt / p.tokens, bt % p.tokens)[c];
+  p.dw_phase2[(static_cast<std::int64_t>(chunk) * p.layers + s) * D + c] = acc;
+}
+
+}  // namespace fc::kernels::cuda
