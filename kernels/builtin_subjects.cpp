@@ -19,6 +19,8 @@ std::vector<std::unique_ptr<Subject>> make_builtin_subjects() {
   subjects.push_back(make_cpu_naive());
   subjects.push_back(cpu::make_cpu_fa1());
   subjects.push_back(cpu::make_cpu_fa2());
+  subjects.push_back(cpu::make_cpu_fa3());
+  subjects.push_back(cpu::make_cpu_fa3_fp8());
   subjects.push_back(cpu::make_cpu_fa4());
   subjects.push_back(cpu::make_cpu_fa4_emulated());
   subjects.push_back(cpu::make_cpu_hog());

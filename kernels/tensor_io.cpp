@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "precision/fp8.hpp"
 #include "precision/half.hpp"
 #include "precision/row_scale.hpp"
 
@@ -18,6 +19,7 @@ double load(const TensorView& t, std::int64_t offset) {
     case Format::fp32: return static_cast<const float*>(t.data)[offset];
     case Format::fp16: return to_double(static_cast<const fp16*>(t.data)[offset]);
     case Format::bf16: return to_double(static_cast<const bf16*>(t.data)[offset]);
+    case Format::e4m3: return to_double(static_cast<const e4m3*>(t.data)[offset]);
   }
   return 0;
 }
@@ -35,6 +37,7 @@ void store(const TensorView& t, std::int64_t offset, X x, Rounding mode, std::ui
       return;
     case Format::fp16: static_cast<fp16*>(t.data)[offset] = round_to<fp16>(x, mode, word); return;
     case Format::bf16: static_cast<bf16*>(t.data)[offset] = round_to<bf16>(x, mode, word); return;
+    case Format::e4m3: static_cast<e4m3*>(t.data)[offset] = round_to_e4m3(x, mode, word); return;
   }
 }
 

@@ -7,6 +7,7 @@
 #include <span>
 
 #include "precision/format.hpp"
+#include "precision/fp8.hpp"
 #include "precision/half.hpp"
 #include "precision/philox.hpp"
 #include "precision/rounding.hpp"
@@ -36,6 +37,7 @@ A round_to_format(A x, Format f, Rounding mode = Rounding::nearest_even, std::ui
   switch (f) {
     case Format::bf16: return static_cast<A>(to_float(round_to<bf16>(x, mode, random_word)));
     case Format::fp16: return static_cast<A>(to_float(round_to<fp16>(x, mode, random_word)));
+    case Format::e4m3: return static_cast<A>(to_float(round_to_e4m3(x, mode, random_word)));
     case Format::fp32:
       if constexpr (sizeof(A) > sizeof(float)) {
         return static_cast<A>(mode == Rounding::nearest_even ? static_cast<float>(x) : round_to<float>(x, mode, random_word));

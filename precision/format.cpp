@@ -10,6 +10,7 @@ namespace fc {
 double FormatInfo::unit_roundoff() const { return std::ldexp(1.0, -precision); }
 double FormatInfo::machine_epsilon() const { return std::ldexp(1.0, 1 - precision); }
 double FormatInfo::max_finite() const {
+  if (name == "e4m3") return 448.0;  // S.1111.111 is its NaN: 1.75, not 1.875, times 2^8
   return std::ldexp(2.0 - std::ldexp(1.0, 1 - precision), emax);
 }
 double FormatInfo::min_normal() const { return std::ldexp(1.0, emin); }
@@ -22,6 +23,7 @@ std::optional<Format> parse_format(std::string_view text) {
   if (lower == "fp32" || lower == "float" || lower == "float32" || lower == "f32") return Format::fp32;
   if (lower == "fp16" || lower == "half" || lower == "float16" || lower == "f16") return Format::fp16;
   if (lower == "bf16" || lower == "bfloat16") return Format::bf16;
+  if (lower == "e4m3" || lower == "fp8" || lower == "float8_e4m3fn" || lower == "fp8e4m3") return Format::e4m3;
   return std::nullopt;
 }
 

@@ -11,10 +11,12 @@
 
 namespace fc {
 
-enum class Format : std::uint8_t { fp64, fp32, fp16, bf16 };
+// e4m3: FP8 E4M3 (OCP E4M3FN, Hopper's FP8 operand format; precision/fp8.hpp): no infinities, the
+// largest finite value 448.
+enum class Format : std::uint8_t { fp64, fp32, fp16, bf16, e4m3 };
 
-inline constexpr std::array<Format, 4> kAllFormats = {Format::fp64, Format::fp32, Format::fp16,
-                                                      Format::bf16};
+inline constexpr std::array<Format, 5> kAllFormats = {Format::fp64, Format::fp32, Format::fp16,
+                                                      Format::bf16, Format::e4m3};
 
 // A binary floating-point format with an implicit leading bit: precision p counts that bit, so the
 // stored mantissa has p - 1 bits; normal numbers are m * 2^e with 1 <= m < 2 and emin <= e <= emax.
@@ -29,7 +31,7 @@ struct FormatInfo {
   double unit_roundoff() const;
   // 2^(1-p): the spacing of the format just above 1.
   double machine_epsilon() const;
-  double max_finite() const;     // (2 - 2^(1-p)) * 2^emax
+  double max_finite() const;     // (2 - 2^(1-p)) * 2^emax; e4m3: 448 (its top pattern is NaN)
   double min_normal() const;     // 2^emin
   double min_subnormal() const;  // 2^(emin - p + 1)
 };
@@ -40,14 +42,15 @@ constexpr FormatInfo format_info(Format f) {
     case Format::fp32: return {"fp32", 32, 24, -126, 127};
     case Format::fp16: return {"fp16", 16, 11, -14, 15};
     case Format::bf16: return {"bf16", 16, 8, -126, 127};
+    case Format::e4m3: return {"e4m3", 8, 4, -6, 8};
   }
   return {"?", 0, 0, 0, 0};
 }
 
 constexpr std::string_view name(Format f) { return format_info(f).name; }
 
-// Accepts the canonical names (fp64, fp32, fp16, bf16) and the common aliases (double, float64,
-// float, float32, half, float16, bfloat16).
+// Accepts the canonical names (fp64, fp32, fp16, bf16, e4m3) and the common aliases (double, float64,
+// float, float32, half, float16, bfloat16, fp8, float8_e4m3fn).
 std::optional<Format> parse_format(std::string_view text);
 
 inline double unit_roundoff(Format f) { return format_info(f).unit_roundoff(); }

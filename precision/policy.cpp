@@ -25,6 +25,9 @@ std::string_view name(Role r) {
 PrecisionPolicy PrecisionPolicy::uniform(Format storage) {
   PrecisionPolicy p;
   p.storage.fill(storage);
+  if (storage == Format::e4m3) {  // FP8 is an operand format: the outputs and gradients are 16-bit
+    for (Role r : {Role::o, Role::dout, Role::grad}) p.set(r, Format::bf16);
+  }
   const Format wide = storage == Format::fp64 ? Format::fp64 : Format::fp32;
   p.set(Role::stats, wide);
   p.accumulate = wide;

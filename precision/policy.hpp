@@ -38,7 +38,9 @@ struct PrecisionPolicy {
   Rounding rounding = Rounding::nearest_even;  // how outputs are rounded when stored
   std::uint64_t seed = 0;                      // stochastic rounding seed
 
-  // Every tensor in `storage`, statistics and accumulation in fp32 (fp64 when storage is fp64).
+  // Every tensor in `storage`, statistics and accumulation in fp32 (fp64 when storage is fp64). e4m3
+  // (FP8) is an operand format: uniform(e4m3) has Q, K and V in e4m3 and O, dO and the gradients in
+  // bf16, as FA3's FP8 forward writes a 16-bit O; the text "e4m3" parses to it.
   static PrecisionPolicy uniform(Format storage);
   // Throws std::invalid_argument naming the offending token.
   static PrecisionPolicy parse(std::string_view text);

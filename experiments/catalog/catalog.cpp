@@ -24,6 +24,7 @@ const std::vector<Experiment>& all_experiments() {
   static const std::vector<Experiment> experiments = {
       error_vs_seqlen_experiment(), error_vs_flatness_experiment(), error_vs_outliers_experiment(), rounding_experiment(),
       rescale_experiment(),         memory_scaling_experiment(),    gradcheck_matrix_experiment(), attnres_error_experiment(),
+      fa3_accuracy_experiment(),
   };
   return experiments;
 }

@@ -13,5 +13,6 @@ Experiment rescale_experiment();            // rescale.cpp
 Experiment memory_scaling_experiment();     // memory_scaling.cpp
 Experiment gradcheck_matrix_experiment();   // gradcheck_matrix.cpp
 Experiment attnres_error_experiment();      // attnres_error.cpp
+Experiment fa3_accuracy_experiment();       // fa3_accuracy.cpp
 
 }  // namespace fc::experiments

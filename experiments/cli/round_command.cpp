@@ -10,6 +10,7 @@
 
 #include "experiments/cli/commands.hpp"
 #include "precision/format.hpp"
+#include "precision/fp8.hpp"
 #include "precision/half.hpp"
 #include "precision/philox.hpp"
 #include "precision/rounding.hpp"
@@ -53,13 +54,17 @@ void report(From x, Format to, Rounding mode, std::uint32_t word, const RoundReq
   if (std::isfinite(exact)) {
     // The neighbours lo <= |x| <= hi: truncation gives lo; the next encoding up is hi.
     const To lo = round_to<To>(x, Rounding::toward_zero);
-    const To hi = from_raw_bits<To>(static_cast<typename Encoding<To>::Bits>(raw_bits(lo) + 1));
+    const To hi = from_raw_bits<To>(static_cast<typename Encoding<To>::Bits>(raw_bits(lo) + 1));  // (e4m3 past 448: its NaN)
     if (to_double(lo) == exact) {
       std::printf("exact       representable in %s as %s\n", std::string(name(to)).c_str(), hex_bits(lo).c_str());
     } else {
       const double lo_v = to_double(lo), hi_v = to_double(hi);
-      std::printf("neighbours  %.17g (%s) and %.17g (%s)\n", lo_v, hex_bits(lo).c_str(), hi_v,
-                  hex_bits(hi).c_str());
+      if (std::isnan(hi_v)) {  // (e4m3 past 448: no encoding above, conversions saturate)
+        std::printf("neighbours  %.17g (%s), the largest finite value: %s saturates there\n", lo_v, hex_bits(lo).c_str(),
+                    std::string(name(to)).c_str());
+      } else {
+        std::printf("neighbours  %.17g (%s) and %.17g (%s)\n", lo_v, hex_bits(lo).c_str(), hi_v, hex_bits(hi).c_str());
+      }
       if (mode == Rounding::stochastic && std::isfinite(hi_v)) {
         std::printf("P(away)     %.9g  (word 0x%08x from Philox seed %llu, stream %u, element %llu)\n",
                     (std::fabs(exact) - std::fabs(lo_v)) / (std::fabs(hi_v) - std::fabs(lo_v)), word,
@@ -101,8 +106,10 @@ void run(const RoundRequest& req) {
   if (*from == Format::fp32) {
     const float x = static_cast<float>(value);  // the C++ conversion: round to nearest even
     if (*to == Format::bf16) return report<bf16>(x, *to, *mode, word, req);
+    if (*to == Format::e4m3) return report<e4m3>(x, *to, *mode, word, req);
     return report<fp16>(x, *to, *mode, word, req);
   }
+  if (*to == Format::e4m3) return report<e4m3>(value, *to, *mode, word, req);
   if (*to == Format::bf16) return report<bf16>(value, *to, *mode, word, req);
   if (*to == Format::fp16) return report<fp16>(value, *to, *mode, word, req);
   return report<float>(value, *to, *mode, word, req);

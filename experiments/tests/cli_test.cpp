@@ -70,9 +70,9 @@ TEST(Cli, BadInputGivesAClearMessageAndExitCode2) {
   const CliRun word = flashcheck("round abc --to bf16");
   EXPECT_EQ(word.exit_code, 2);
   EXPECT_TRUE(contains(word.output, "'abc' is not a number")) << word.output;
-  const CliRun fmt = flashcheck("round 1 --to fp8");
+  const CliRun fmt = flashcheck("round 1 --to fp4");
   EXPECT_EQ(fmt.exit_code, 2);
-  EXPECT_TRUE(contains(fmt.output, "unknown format 'fp8'")) << fmt.output;
+  EXPECT_TRUE(contains(fmt.output, "unknown format 'fp4'")) << fmt.output;
   const CliRun wide = flashcheck("round 1 --to fp64");
   EXPECT_EQ(wide.exit_code, 2);
   EXPECT_TRUE(contains(wide.output, "not narrower")) << wide.output;
@@ -133,7 +133,7 @@ TEST(Cli, CheckPrintsTheTableAndPasses) {
 TEST(Cli, CheckUsageErrorsExitWith2) {
   EXPECT_EQ(flashcheck("check --subject cpu.nope").exit_code, 2);
   EXPECT_TRUE(contains(flashcheck("check --subject cpu.nope").output, "no subject 'cpu.nope'"));
-  EXPECT_EQ(flashcheck("check --subject cpu.naive --dtype fp8").exit_code, 2);
+  EXPECT_EQ(flashcheck("check --subject cpu.naive --dtype fp4").exit_code, 2);
   EXPECT_EQ(flashcheck("check --subject cpu.naive --op sideways").exit_code, 2);
   const CliRun missing = flashcheck("check --subject cpu.naive --plugin /nonexistent/libx.so");
   EXPECT_EQ(missing.exit_code, 2);

@@ -34,7 +34,7 @@ TEST(Case, BadTextIsRejectedWithTheField) {
   EXPECT_NE(message("mask=sideways").find("unknown mask"), std::string::npos);
   EXPECT_NE(message("inputs=cauchy").find("unknown inputs"), std::string::npos);
   EXPECT_NE(message("Hq=3 Hkv=2").find("not a multiple"), std::string::npos);
-  EXPECT_NE(message("policy=fp8").find("unknown format"), std::string::npos);
+  EXPECT_NE(message("policy=fp4").find("unknown format"), std::string::npos);
   EXPECT_NE(message("").find("empty"), std::string::npos);
   EXPECT_NE(message("inputs=outliers:2:10").find("rate must be in [0, 1]"), std::string::npos);
   EXPECT_NE(message("inputs=outliers:0.1").find("needs both"), std::string::npos);

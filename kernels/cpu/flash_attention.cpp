@@ -18,6 +18,7 @@
 #include "kernels/cpu/thread_pool.hpp"
 #include "kernels/cpu/tile_math.hpp"
 #include "kernels/tensor_io.hpp"
+#include "precision/fp8.hpp"
 
 namespace fc::kernels::cpu {
 
@@ -145,7 +146,7 @@ class Flash {
           for (int x = 0; x < p_.dv; ++x) acc[static_cast<std::size_t>(r) * p_.dv + x] *= alpha;
         }
       }
-      round_to_storage(S.data(), S.size(), p_.t);  // P enters the P V product in the storage format
+      round_to_storage(S.data(), S.size(), o_.fp8 ? Format::e4m3 : p_.t);  // P enters P V in the storage format (FP8: e4m3)
       gemm_nn(rows, p_.dv, cols, S.data(), bk, V + static_cast<std::size_t>(j0) * p_.dv, p_.dv, acc.data(), p_.dv);
     }
     for (int r = 0; r < rows; ++r) {
@@ -241,7 +242,7 @@ class FlashSubject final : public Subject {
     info_.name = std::move(name);
     info_.description = std::move(description);
     info_.family = Family::attention;
-    info_.ops = {Op::fwd, Op::bwd};
+    info_.ops = defaults.fp8 ? std::vector<Op>{Op::fwd} : std::vector<Op>{Op::fwd, Op::bwd};  // (FA3's FP8 path is a forward)
     info_.formats = std::move(formats);
     info_.max_head_dim = 256;
     info_.masks = {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right};
@@ -263,6 +264,9 @@ class FlashSubject final : public Subject {
         const double v = std::stod(value);
         if (!(v >= 0 && v <= 30)) throw std::invalid_argument("a threshold in [0, 30] (log2 units)");
         o_.rescale_threshold = v;
+      } else if (name == "operands" && o_.fp8) {
+        if (value != "e4m3" && value != "scaled") throw std::invalid_argument("e4m3 or scaled");
+        o_.fp8_scaled = value == "scaled";
       } else if (name == "exp2_fraction") {
         const double v = std::stod(value);
         if (!(v >= 0 && v <= 1)) throw std::invalid_argument("a fraction in [0, 1]");
@@ -288,6 +292,11 @@ class FlashSubject final : public Subject {
     }
     validate_call(info_, op, c);
     for (auto [t, what] : {std::pair{&c.q, "Q"}, std::pair{&c.k, "K"}, std::pair{&c.v, "V"}}) require_finite(*t, info_.name, what);
+    if (o_.fp8_scaled) {
+      require_scaled_e4m3(c.q, o_.block_q, "Q");
+      require_scaled_e4m3(c.k, o_.block_k, "K");
+      require_scaled_e4m3(c.v, o_.block_k, "V");
+    }
     if (op == Op::bwd) require_finite(c.dout, info_.name, "dO");
     counters_.clear();
     if (c.policy.accumulate == Format::fp64) {
@@ -309,11 +318,41 @@ class FlashSubject final : public Subject {
       f.backward();
     }
   }
+  // operands=scaled: each block of `block` rows of a head holds e4m3 values times one power of two, the
+  // scale e4m3_block_exponent gives for the block's largest magnitude (the quantizer's rule).
+  void require_scaled_e4m3(const TensorView& t, int block, const char* what) const {
+    const std::vector<double> x = read_as_double(t);
+    const std::int64_t heads = t.shape[0] * t.shape[1], rows = t.shape[2], cols = t.shape[3];
+    for (std::int64_t h = 0; h < heads; ++h) {
+      for (std::int64_t r0 = 0; r0 < rows; r0 += block) {
+        const std::size_t first = static_cast<std::size_t>((h * rows + r0) * cols);
+        const std::size_t n = static_cast<std::size_t>(std::min<std::int64_t>(block, rows - r0) * cols);
+        double amax = 0;
+        for (std::size_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[first + i]));
+        const int e = e4m3_block_exponent(amax);
+        for (std::size_t i = 0; i < n; ++i) {
+          if (static_cast<double>(to_float(round_to_e4m3(std::ldexp(x[first + i], -e), Rounding::nearest_even))) != std::ldexp(x[first + i], -e)) {
+            std::ostringstream m;
+            m << info_.name << ": operands=scaled, but " << what << " (head " << h << ", rows " << r0 << ".." << r0 + n / cols - 1
+              << ") holds " << x[first + i] << ", not an e4m3 value times the block's scale 2^" << e;
+            throw SubjectError(m.str());
+          }
+        }
+      }
+    }
+  }
+
   void refresh_options() {
+    if (o_.fp8) info_.formats = o_.fp8_scaled ? std::vector<Format>{Format::fp32, Format::bf16, Format::fp16} : std::vector<Format>{Format::e4m3};
     info_.options = {{"block_q", std::to_string(o_.block_q), "query rows per tile"},
                      {"block_k", std::to_string(o_.block_k), "keys per tile"},
                      {"tau", std::to_string(o_.rescale_threshold), "rescale only when the running max grows by at least this (log2 units); 0: always (FA2)"},
                      {"exp2_fraction", std::to_string(o_.exp2_fraction), "share of exponentials computed by the cubic emulation"}};
+    if (o_.fp8) {
+      info_.options.push_back({"operands", o_.fp8_scaled ? "scaled" : "e4m3",
+                               "e4m3: e4m3 tensors; scaled: wider tensors holding e4m3 values times a power-of-two scale per block of "
+                               "block_q (Q) or block_k (K, V) rows"});
+    }
   }
 
   SubjectInfo info_;
@@ -327,6 +366,22 @@ std::unique_ptr<Subject> make_cpu_fa2() {
   return std::make_unique<FlashSubject>(
       "cpu.fa2", "FlashAttention-2: query tiles own their rows, online softmax over key tiles, one normalisation, L saved; backward from D = rowsum(dO o O)",
       FlashOptions{}, std::vector<Format>{Format::bf16, Format::fp16, Format::fp32, Format::fp64});
+}
+
+std::unique_ptr<Subject> make_cpu_fa3() {
+  FlashOptions o;
+  o.block_q = 128, o.block_k = 128;
+  return std::make_unique<FlashSubject>("cpu.fa3", "FA3's arithmetic (FA2's online softmax, one normalisation, L saved) with its Hopper forward tiles, 128 x 128",
+                                        o, std::vector<Format>{Format::bf16, Format::fp16, Format::fp32, Format::fp64});
+}
+
+std::unique_ptr<Subject> make_cpu_fa3_fp8() {
+  FlashOptions o;
+  o.block_q = 128, o.block_k = 128, o.fp8 = true;
+  return std::make_unique<FlashSubject>("cpu.fa3.fp8",
+                                        "FA3's FP8 forward: e4m3 Q, K, V (or scaled: per-block power-of-two scales), S in fp32, P in e4m3 before P V, "
+                                        "O in bf16",
+                                        o, std::vector<Format>{Format::e4m3});
 }
 
 std::unique_ptr<Subject> make_cpu_fa4() {

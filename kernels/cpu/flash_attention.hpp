@@ -1,4 +1,5 @@
-// FlashAttention-2 and FA4-style attention on the CPU: cpu.fa2, cpu.fa4, cpu.fa4.emulated.
+// FlashAttention-2, FA3 and FA4-style attention on the CPU: cpu.fa2, cpu.fa3, cpu.fa3.fp8, cpu.fa4,
+// cpu.fa4.emulated.
 //
 // Algorithm (FA2): a task owns one query tile of one head; it walks the key tiles it can see (causal
 // tiles beyond the diagonal are skipped) keeping a running max m, running sum l and an unnormalised
@@ -9,6 +10,15 @@
 // FA4 (cpu.fa4): the running max is raised only when a tile's max exceeds it by >= tau (default 8,
 // log2 units); otherwise the old max stays and the exponentials run up to 2^tau. Counters: rescales.
 // cpu.fa4.emulated: half the exponentials by FA4's cubic (exp2_emulated).
+// FA3 (cpu.fa3): FA2's math (EQUATIONS.md: FA3 changes the schedule, not the arithmetic) with FA3's
+// Hopper forward tiles, 128 x 128. cpu.fa3.fp8: FA3's FP8 forward, the numerics cuda.fa3's QGMMA
+// path must match: Q, K, V as e4m3 operands, S = Q K^T accumulated in fp32 (e4m3 products are exact in
+// fp32), P rounded to e4m3 before P V, O in bf16 (or the policy's o). Its operands are either e4m3
+// tensors (operands=e4m3, the policy "e4m3") or, with operands=scaled, wider tensors that hold e4m3
+// values times a power-of-two scale per block (block_q rows of Q, block_k rows of K and V, per head):
+// FA3's per-block descale factors folded into the operands, which gives the same bits as applying them
+// to S and O for power-of-two scales. The subject checks that every block is such (precision/fp8.hpp's
+// e4m3_block_exponent) and refuses other values.
 //
 // Rounding points, against the CUDA kernels (kernels/cuda, planned for sm_90a):
 //   same   inputs in the storage format; products of two 16-bit values exact in fp32; logits scaled to
@@ -34,12 +44,16 @@ struct FlashOptions {
   int block_k = 64;                // keys per tile (FA2's CUDA forward at d <= 128: 64)
   double rescale_threshold = 0;    // tau in log2 units: 0 is FA2 (rescale whenever the max grows)
   double exp2_fraction = 0;        // share of exponentials by the cubic emulation
+  bool fp8 = false;                // FP8 forward: P in e4m3 before P V (cpu.fa3.fp8)
+  bool fp8_scaled = false;         // with fp8: operands in a wider format, e4m3 times per-block scales
 };
 
 // FA4's emulated 2^x (see flash_attention.cpp for the polynomial and its error).
 float exp2_emulated(float x);
 
 std::unique_ptr<Subject> make_cpu_fa2();
+std::unique_ptr<Subject> make_cpu_fa3();
+std::unique_ptr<Subject> make_cpu_fa3_fp8();
 std::unique_ptr<Subject> make_cpu_fa4();
 std::unique_ptr<Subject> make_cpu_fa4_emulated();
 

@@ -33,6 +33,9 @@ inline void round_to_storage(A* x, std::size_t n, Format f, Rounding mode, Rando
     case Format::fp16:
       for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<A>(to_float(round_to<fp16>(x[i], mode, word(i))));
       return;
+    case Format::e4m3:
+      for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<A>(to_float(round_to_e4m3(x[i], mode, word(i))));
+      return;
     case Format::fp32:
       if constexpr (sizeof(A) > sizeof(float)) {
         for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<A>(round_to<float>(static_cast<double>(x[i]), mode, word(i)));

@@ -1,6 +1,7 @@
 #include "kernels/torch/tensor_bridge.hpp"
 
 #include <c10/util/Exception.h>
+#include <torch/version.h>
 
 namespace fc::kernels::pt {
 
@@ -10,6 +11,12 @@ at::ScalarType dtype_of(Format f) {
     case Format::fp32: return at::kFloat;
     case Format::fp16: return at::kHalf;
     case Format::bf16: return at::kBFloat16;
+    case Format::e4m3:
+#if TORCH_VERSION_MAJOR >= 2
+      return at::ScalarType::Float8_e4m3fn;
+#else
+      break;  // (libtorch 1.x has no FP8 dtype)
+#endif
   }
   TORCH_CHECK(false, "flashcheck: unknown format");
 }
@@ -20,6 +27,9 @@ std::optional<Format> format_of(at::ScalarType t) {
     case at::kFloat: return Format::fp32;
     case at::kHalf: return Format::fp16;
     case at::kBFloat16: return Format::bf16;
+#if TORCH_VERSION_MAJOR >= 2
+    case at::ScalarType::Float8_e4m3fn: return Format::e4m3;
+#endif
     default: return std::nullopt;
   }
 }

@@ -52,7 +52,8 @@ TEST(Format, ParsesNamesAndAliases) {
   EXPECT_EQ(parse_format("half"), Format::fp16);
   EXPECT_EQ(parse_format("float32"), Format::fp32);
   EXPECT_EQ(parse_format("double"), Format::fp64);
-  EXPECT_FALSE(parse_format("fp8").has_value());
+  EXPECT_FALSE(parse_format("fp4").has_value());
+  EXPECT_EQ(parse_format("fp8"), Format::e4m3);
   EXPECT_FALSE(parse_format("").has_value());
   for (Format f : kAllFormats) EXPECT_EQ(parse_format(name(f)), f);
 }

@@ -61,7 +61,7 @@ TEST(Policy, BadTextIsRejectedWithTheReason) {
     return std::string("accepted");
   };
   EXPECT_NE(message("").find("empty"), std::string::npos);
-  EXPECT_NE(message("fp8").find("unknown format 'fp8'"), std::string::npos);
+  EXPECT_NE(message("fp4").find("unknown format 'fp4'"), std::string::npos);
   EXPECT_NE(message("bf16,x=fp32").find("unknown key 'x'"), std::string::npos);
   EXPECT_NE(message("bf16,o").find("not key=value"), std::string::npos);
   EXPECT_NE(message("bf16,round=up").find("unknown rounding 'up'"), std::string::npos);

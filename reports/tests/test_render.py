@@ -21,7 +21,8 @@ def test_fixture_run_draws_every_experiment(fixture_records, tmp_path):
     result = render([fixture_records], tmp_path)
     names = {f.name for f in result.figures}
     assert names == {"error-vs-seqlen-max", "error-vs-seqlen-rms", "error-vs-seqlen-ratio", "error-vs-flatness",
-                     "error-vs-outliers", "rounding", "rescale", "memory-scaling", "gradcheck-matrix", "attnres-error"}
+                     "error-vs-outliers", "rounding", "rescale", "memory-scaling", "gradcheck-matrix", "attnres-error",
+                     "fa3-accuracy"}
     html = (tmp_path / "index.html").read_text()
     for f in result.figures:
         assert (tmp_path / f.path).read_bytes()[:8] == PNG
@@ -160,3 +161,16 @@ def test_attnres_error_draws_each_policy_and_its_bias(fixture_records, tmp_path)
     # every point has an error in units of u and a bias within [-1, 1]
     assert all(row["max error / max |ref| (u)"] is not None and -1 <= row["bias"] <= 1 for row in f.table)
     assert any(x.startswith("fwd SR (16-bit policies): mean |bias|") for x in f.findings)
+
+
+def test_fa3_accuracy_draws_each_row_and_what_each_fp8_technique_buys(fixture_records, tmp_path):
+    result = render([fixture_records], tmp_path)
+    f = figure(result, "fa3-accuracy")
+    rows = {(row["subject"], row["format"], row["scaling"], row["incoherent"]) for row in f.table}
+    assert {("cpu.naive", "fp16", "none", False), ("cpu.fa2", "fp16", "none", False), ("cpu.fa3", "fp16", "none", False)} <= rows
+    assert {("cpu.fa3.fp8", "e4m3", s, ip) for s in ("tensor", "block") for ip in (False, True)} <= rows
+    rmse = {(row["subject"], row["scaling"], row["incoherent"]): row["rmse"] for row in f.table}
+    # FP8 (u = 2^-4) is far coarser than fp16 (u = 2^-11); incoherent processing lowers FP8's error on outliers
+    assert rmse[("cpu.fa3.fp8", "tensor", False)] > 10 * rmse[("cpu.fa3", "none", False)]
+    assert rmse[("cpu.fa3.fp8", "block", True)] < rmse[("cpu.fa3.fp8", "block", False)]
+    assert any("incoherent processing alone" in x for x in f.findings)

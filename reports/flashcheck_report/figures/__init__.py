@@ -1,6 +1,6 @@
 """One module per experiment; each `draw(records, out_dir)` returns the Figures it wrote."""
 
-from . import attnres, error_sweeps, gradcheck_matrix, hvp, memory, rescale, rounding, throughput
+from . import attnres, error_sweeps, fa3_accuracy, gradcheck_matrix, hvp, memory, rescale, rounding, throughput
 
 # experiment name -> drawer; the page shows them in this order.
 DRAWERS = {
@@ -14,4 +14,5 @@ DRAWERS = {
     "bench": throughput.draw,
     "hvp-bench": hvp.draw,
     "attnres-error": attnres.draw,
+    "fa3-accuracy": fa3_accuracy.draw,
 }

@@ -21,7 +21,7 @@ def headline(r):
     return next(iter(sorted(tensors)), None)
 
 
-UNIT_ROUNDOFF = {"bf16": 2.0**-8, "fp16": 2.0**-11, "fp32": 2.0**-24, "fp64": 2.0**-53}
+UNIT_ROUNDOFF = {"e4m3": 2.0**-4, "bf16": 2.0**-8, "fp16": 2.0**-11, "fp32": 2.0**-24, "fp64": 2.0**-53}
 # Normwise errors in units of the tensor format's unit roundoff u: the size of the error relative to
 # the size of the result, comparable across N, inputs and formats (an absolute error shrinks with N
 # only because O's entries do: O averages N values).
