@@ -52,6 +52,13 @@ bool SubjectInfo::supports_head_dim(int d) const {
   return std::find(head_dims.begin(), head_dims.end(), d) != head_dims.end();
 }
 
+std::string SubjectInfo::option_value(const std::string& option) const {
+  for (const SubjectOption& o : options) {
+    if (o.name == option) return o.value;
+  }
+  return "";
+}
+
 namespace {
 
 [[noreturn]] void fail(const SubjectInfo& info, const std::string& why) { throw SubjectError(info.name + ": " + why); }

@@ -117,6 +117,8 @@ struct SubjectInfo {
   bool supports_accumulate(Format f) const;
   bool supports(Mask m) const;
   bool supports_head_dim(int d) const;
+  // The current value of a declared option; "" when the subject has no such option.
+  std::string option_value(const std::string& option) const;
 };
 
 // An error a subject reports for a call it cannot or will not run (unsupported head dim, shapes that

@@ -9,7 +9,8 @@
 // lands beyond 448, and +-Inf, become +-448; NaN stays NaN. (PyTorch's float8_e4m3fn conversion gives
 // NaN on overflow instead; flashcheck follows the hardware its kernels run on.) Rounding modes as in
 // rounding.hpp: to nearest even, toward zero, and stochastic with one 32-bit word per element, by the
-// same rule (the low k discarded bits plus the word's low k bits for k <= 32, the top 32 otherwise).
+// same rule and the same code (detail::rounds_away: the low k discarded bits plus the word's low k bits
+// for k <= 32, the top 32 otherwise).
 #pragma once
 
 #include <cmath>
@@ -69,22 +70,7 @@ FC_HD inline e4m3 round_to_e4m3(From x, Rounding mode, std::uint32_t random_word
   const int shift = q - E;                                    // >= 1: E4M3 is narrower than float
   std::uint64_t kept = shift >= 64 ? 0 : M >> shift;
   const std::uint64_t rem = shift >= 64 ? M : M & ((std::uint64_t{1} << shift) - 1);
-  bool up = false;
-  if (mode == Rounding::nearest_even) {
-    if (shift < 64) {
-      const std::uint64_t half = std::uint64_t{1} << (shift - 1);
-      up = (rem > half) | ((rem == half) & static_cast<bool>(kept & 1u));
-    }
-  } else if (mode == Rounding::stochastic) {
-    if (shift <= 32) {
-      up = rem + (random_word & ((std::uint64_t{1} << shift) - 1)) >= (std::uint64_t{1} << shift);
-    } else {
-      const int drop = shift - 32;
-      const std::uint64_t top = drop >= 64 ? 0 : rem >> drop;
-      up = top + random_word >= (std::uint64_t{1} << 32);
-    }
-  }
-  kept += up ? 1 : 0;
+  kept += detail::rounds_away(kept, rem, shift, mode, random_word) ? 1 : 0;
   // As in round_encoding: a carry out of the mantissa bumps the exponent; from 448 it would reach the
   // NaN pattern (480 does not exist), which saturates back to 448.
   std::uint64_t magnitude = e_x >= dst_emin ? (static_cast<std::uint64_t>(e_x + dst_bias - 1) << dst_m) + kept : kept;

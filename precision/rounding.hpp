@@ -35,6 +35,31 @@ std::optional<Rounding> parse_rounding(std::string_view text);
 
 namespace detail {
 
+// Whether a value whose significand keeps `kept` and discards the `shift` low bits `rem` rounds away
+// from zero (to kept + 1), per mode; the rule every narrowing conversion here shares (rounding.hpp's
+// header states it; fp8.hpp uses it for E4M3).
+FC_HD inline bool rounds_away(std::uint64_t kept, std::uint64_t rem, int shift, Rounding mode, std::uint32_t random_word) {
+  bool up = false;
+  if (mode == Rounding::nearest_even) {
+    // For shift >= 64, rem = M < 2^53 is below half a place (2^(shift-1) >= 2^63): round down.
+    if (shift < 64) {
+      // Branch-free: on random data a short-circuit here mispredicts and halves throughput.
+      const std::uint64_t half = std::uint64_t{1} << (shift - 1);
+      up = (rem > half) | ((rem == half) & static_cast<bool>(kept & 1u));
+    }
+  } else if (mode == Rounding::stochastic) {
+    if (shift <= 32) {
+      const std::uint64_t r = random_word & ((std::uint64_t{1} << shift) - 1);
+      up = rem + r >= (std::uint64_t{1} << shift);
+    } else {
+      const int drop = shift - 32;
+      const std::uint64_t top = drop >= 64 ? 0 : rem >> drop;
+      up = top + random_word >= (std::uint64_t{1} << 32);
+    }
+  }
+  return up;
+}
+
 // Rounds the encoding x of a From value to the encoding of the nearest-per-mode To value.
 template <class To, class From>
 FC_HD inline typename Encoding<To>::Bits round_encoding(typename Encoding<From>::Bits x, Rounding mode,
@@ -75,25 +100,7 @@ FC_HD inline typename Encoding<To>::Bits round_encoding(typename Encoding<From>:
   std::uint64_t kept = shift >= 64 ? 0 : M >> shift;
   const std::uint64_t rem = shift >= 64 ? M : M & ((std::uint64_t{1} << shift) - 1);
 
-  bool up = false;
-  if (mode == Rounding::nearest_even) {
-    // For shift >= 64, rem = M < 2^53 is below half a place (2^(shift-1) >= 2^63): round down.
-    if (shift < 64) {
-      // Branch-free: on random data a short-circuit here mispredicts and halves throughput.
-      const std::uint64_t half = std::uint64_t{1} << (shift - 1);
-      up = (rem > half) | ((rem == half) & static_cast<bool>(kept & 1u));
-    }
-  } else if (mode == Rounding::stochastic) {
-    if (shift <= 32) {
-      const std::uint64_t r = random_word & ((std::uint64_t{1} << shift) - 1);
-      up = rem + r >= (std::uint64_t{1} << shift);
-    } else {
-      const int drop = shift - 32;
-      const std::uint64_t top = drop >= 64 ? 0 : rem >> drop;
-      up = top + random_word >= (std::uint64_t{1} << 32);
-    }
-  }
-  kept += up ? 1 : 0;
+  kept += rounds_away(kept, rem, shift, mode, random_word) ? 1 : 0;
 
   // Normal results: biased exponent (e_x + bias) over the mantissa kept - 2^dst_m; writing it as
   // ((e_x + bias - 1) << m) + kept lets a carry out of the mantissa bump the exponent (and reach

@@ -24,13 +24,7 @@
 namespace fc::experiments {
 namespace {
 
-std::string option_of(const kernels::SubjectInfo& info, const std::string& name) {
-  for (const auto& o : info.options) {
-    if (o.name == name) return o.value;
-  }
-  return "";
-}
-bool is_fp8(const kernels::SubjectInfo& info) { return info.family == kernels::Family::attention && !option_of(info, "operands").empty(); }
+bool is_fp8(const kernels::SubjectInfo& info) { return info.family == kernels::Family::attention && !info.option_value("operands").empty(); }
 bool is_fp16_default(const kernels::SubjectInfo& info) {
   for (const char* n : {"cpu.naive", "cpu.fa2", "cpu.fa3", "cuda.fa2", "cuda.fa3"}) {
     if (info.name == n) return true;
@@ -156,8 +150,8 @@ Experiment fa3_accuracy_experiment() {
               std::mt19937_64 gen(seed ^ 0x9e3779b97f4a7c15ull);
               for (double& x : signs) x = (gen() & 1u) ? 1.0 : -1.0;
               for (kernels::Subject* s : fp8) {
-                const std::string was = option_of(s->info(), "operands");
-                const int block_q = std::stoi(option_of(s->info(), "block_q")), block_k = std::stoi(option_of(s->info(), "block_k"));
+                const std::string was = s->info().option_value("operands");
+                const int block_q = std::stoi(s->info().option_value("block_q")), block_k = std::stoi(s->info().option_value("block_k"));
                 s->set_option("operands", "scaled");
                 try {
                   for (bool incoherent : {false, true}) {

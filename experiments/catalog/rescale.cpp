@@ -13,17 +13,10 @@
 namespace fc::experiments {
 namespace {
 
-std::string option_value(const kernels::SubjectInfo& info, const std::string& name) {
-  for (const auto& o : info.options) {
-    if (o.name == name) return o.value;
-  }
-  return "";
-}
-
 // FA4-style subjects: a tau option set above 0 by default. cpu.fa2 shares the implementation (its tau
 // is 0) and would repeat cpu.fa4's sweep with other tiles; it runs only when named.
-bool has_tau(const kernels::SubjectInfo& info) { return is_attention(info) && !option_value(info, "tau").empty(); }
-bool selects_by_default(const kernels::SubjectInfo& info) { return has_tau(info) && std::stod(option_value(info, "tau")) > 0; }
+bool has_tau(const kernels::SubjectInfo& info) { return is_attention(info) && !info.option_value("tau").empty(); }
+bool selects_by_default(const kernels::SubjectInfo& info) { return has_tau(info) && std::stod(info.option_value("tau")) > 0; }
 
 }  // namespace
 
@@ -42,7 +35,7 @@ Experiment rescale_experiment() {
                     const gradcheck::Case c = sweep_case(s->info(), n, PrecisionPolicy::uniform(f), inputs, ctx.seed);
                     WorkItem item = error_point("rescale", *s, kernels::Op::fwd, c, "tau", tau);
                     item.run = [s, tau, c, measure = item.run] {
-                      const std::string before = option_value(s->info(), "tau");
+                      const std::string before = s->info().option_value("tau");
                       s->set_option("tau", std::to_string(tau));
                       std::vector<nlohmann::json> records;
                       try {
@@ -57,7 +50,7 @@ Experiment rescale_experiment() {
                         if (k.name == "rescales") rescales = k.value;
                       }
                       const double rows = static_cast<double>(c.shape.batch) * c.shape.heads_q * c.shape.seq_q;
-                      const std::string block_k = option_value(s->info(), "block_k");
+                      const std::string block_k = s->info().option_value("block_k");
                       const double tiles = block_k.empty() ? 1 : std::ceil(c.shape.seq_k / std::stod(block_k));
                       for (auto& r : records) {
                         r["counters"] = {{"rescales", rescales}};
