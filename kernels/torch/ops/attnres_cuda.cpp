@@ -13,11 +13,9 @@
 #include "kernels/torch/ops/op_support.hpp"
 
 #if FLASHCHECK_HAVE_CUDA && TORCH_VERSION_MAJOR >= 2
-#include <c10/core/impl/VirtualGuardImpl.h>
-
-#include <stdexcept>
 
 #include "kernels/cuda/attnres_kernels.hpp"
+#include "kernels/torch/ops/cuda_launch.hpp"
 #define FLASHCHECK_TORCH_CUDA_ATTNRES 1
 #else
 #define FLASHCHECK_TORCH_CUDA_ATTNRES 0
@@ -70,11 +68,6 @@ at::Tensor dw_workspace(const AttnResParams& p, const at::Tensor& like) {
   return at::empty({static_cast<std::int64_t>(cuda::attnres_dw_workspace_floats(p))}, like.options().dtype(at::kFloat));
 }
 
-cudaStream_t current_stream(const at::Tensor& t) {
-  const c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
-  return static_cast<cudaStream_t>(guard.getStream(t.device()).native_handle());
-}
-
 // NaN and Inf in the inputs. The lane kernels find them in the entries they read anyway
 // (cuda::attnres_checks_inputs): a 4-byte flag per call, zeroed before the launch and read back after
 // it, names the inputs that hold one. The block kernels do not: their inputs get a pass of their own
@@ -99,14 +92,6 @@ void end_input_check(const char* op, const at::Tensor& flag) {
   for (const auto& [bit, what] : names) TORCH_CHECK((bits & bit) == 0, "flashcheck.", op, ": ", what, " contains NaN or Inf");
 }
 
-template <class F>
-void launch(const char* op, F&& f) {
-  try {
-    f();
-  } catch (const std::runtime_error& e) {
-    TORCH_CHECK(false, "flashcheck.", op, ": ", e.what());
-  }
-}
 
 }  // namespace
 
