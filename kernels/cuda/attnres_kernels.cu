@@ -78,6 +78,22 @@ Layout phase2_layout(const AttnResParams& p) {
   return lane_layout(p.dim, 1, kLaneP2MaxK);
 }
 
+// Each phase's lane path (warps 0: the block kernels): the layout, and the rows each phase's own
+// outputs and workspaces need aligned.
+bool out_aligned(const void* data, Elem type) { return rows_aligned({data, 0, 0, 0, type}); }
+Layout phase1_forward_lanes(const AttnResParams& p) { return out_aligned(p.o.data, p.o.type) ? phase1_layout(p) : Layout{}; }
+Layout phase1_backward_lanes(const AttnResParams& p) {
+  // (the forward's test plus the backward's own rows: d_o and d_values are contiguous allocations, so in
+  // practice both phases take the same path, and the backward recomputes the forward's logits bit for bit)
+  const bool own = out_aligned(p.d_o, p.d_values.type) && out_aligned(p.d_values.data, p.d_values.type) && p.d_values.scale == nullptr;
+  return own ? phase1_layout(p) : Layout{};
+}
+Layout phase2_forward_lanes(const AttnResParams& p) { return out_aligned(p.h.data, p.h.type) ? phase2_layout(p) : Layout{}; }
+Layout phase2_backward_lanes(const AttnResParams& p) {
+  const bool own = rows_aligned(p.dh) && out_aligned(p.d_o, p.d_partial.type) && out_aligned(p.d_partial.data, p.d_partial.type);
+  return own ? phase2_layout(p) : Layout{};
+}
+
 unsigned lane_blocks(std::int64_t rows, const Layout& l) {
   const std::int64_t per_block = kLaneWarps / l.warps;
   return static_cast<unsigned>((rows + per_block - 1) / per_block);
@@ -150,9 +166,18 @@ struct Phase2Backward {
 
 }  // namespace
 
+bool attnres_checks_inputs(const AttnResParams& p, AttnResPhase phase) {
+  switch (phase) {
+    case AttnResPhase::phase1_forward: return phase1_forward_lanes(p).warps > 0;
+    case AttnResPhase::phase2_forward: return phase2_forward_lanes(p).warps > 0;
+    case AttnResPhase::phase2_backward: return phase2_backward_lanes(p).warps > 0;
+    default: return phase1_backward_lanes(p).warps > 0;
+  }
+}
+
 void attnres_phase1_forward(const AttnResParams& p, cudaStream_t stream) {
-  const Layout l = phase1_layout(p);
-  if (l.warps > 0 && rows_aligned({p.o.data, 0, 0, 0, p.o.type})) {
+  const Layout l = phase1_forward_lanes(p);
+  if (l.warps > 0) {
     phase1_dispatch<Phase1Forward>(p, l, stream);
     return;
   }
@@ -163,8 +188,8 @@ void attnres_phase1_forward(const AttnResParams& p, cudaStream_t stream) {
 }
 
 void attnres_phase2_forward(const AttnResParams& p, cudaStream_t stream) {
-  const Layout l = phase2_layout(p);
-  if (l.warps > 0 && rows_aligned({p.h.data, 0, 0, 0, p.h.type})) {
+  const Layout l = phase2_forward_lanes(p);
+  if (l.warps > 0) {
     phase2_launch<Phase2Forward>(p, l, stream, "attnres phase 2 forward (lanes)");
     return;
   }
@@ -173,12 +198,11 @@ void attnres_phase2_forward(const AttnResParams& p, cudaStream_t stream) {
 }
 
 void attnres_phase2_backward(const AttnResParams& p, cudaStream_t stream) {
-  const Layout l = phase2_layout(p);
-  if (l.warps > 0 && rows_aligned(p.dh) && rows_aligned({p.d_o, 0, 0, 0, p.d_partial.type}) &&
-      rows_aligned({p.d_partial.data, 0, 0, 0, p.d_partial.type})) {
+  const Layout l = phase2_backward_lanes(p);
+  if (l.warps > 0) {
     phase2_launch<Phase2Backward>(p, l, stream, "attnres phase 2 backward (lanes)");
     // the chunks' partials of dw from the coefficients the kernel wrote
-    attnres_phase2_dw_kernel<<<dim3(attnres_chunks(p), (p.dim + 127) / 128, p.layers), 128, 0, stream>>>(p);
+    attnres_phase2_dw_kernel<<<dim3(attnres_chunks(p), (p.dim + 2 * kDwThreads - 1) / (2 * kDwThreads), p.layers), kDwThreads, 0, stream>>>(p);
     check_launch("attnres phase 2 dw partials");
   } else {
     const int smem = smem_for(attnres_phase2_backward_kernel, kAttnResWarps + static_cast<std::size_t>(p.dim), "attnres phase 2 backward");
@@ -189,13 +213,11 @@ void attnres_phase2_backward(const AttnResParams& p, cudaStream_t stream) {
 }
 
 void attnres_phase1_backward(const AttnResParams& p, cudaStream_t stream) {
-  // (the forward's test plus the backward's own rows: d_o and d_values are contiguous allocations, so
-  // in practice the two phases take the same path and recompute the forward's logits bit for bit)
-  const Layout l = phase1_layout(p);
-  if (l.warps > 0 && rows_aligned({p.d_o, 0, 0, 0, p.d_values.type}) && rows_aligned({p.d_values.data, 0, 0, 0, p.d_values.type}) &&
-      p.d_values.scale == nullptr) {
+  const Layout l = phase1_backward_lanes(p);
+  if (l.warps > 0) {
     phase1_dispatch<Phase1Backward>(p, l, stream);
-    attnres_phase1_dw_kernel<<<dim3(attnres_chunks(p), (p.dim + 127) / 128), 128, 0, stream>>>(p);
+    const int smem = smem_for(attnres_phase1_dw_kernel, static_cast<std::size_t>(kAttnResChunk) * p.layers * p.sources, "attnres phase 1 dw partials");
+    attnres_phase1_dw_kernel<<<dim3(attnres_chunks(p), (p.dim + 2 * kDwThreads - 1) / (2 * kDwThreads)), kDwThreads, smem, stream>>>(p);
     check_launch("attnres phase 1 dw partials");
   } else {
     const int smem = smem_for(attnres_phase1_backward_kernel, kAttnResWarps + p.sources + 4 * static_cast<std::size_t>(p.layers) * p.sources,

@@ -25,6 +25,12 @@ void attnres_phase2_forward(const AttnResParams& p, cudaStream_t stream);
 void attnres_phase2_backward(const AttnResParams& p, cudaStream_t stream);
 void attnres_phase1_backward(const AttnResParams& p, cudaStream_t stream);
 
+enum class AttnResPhase { phase1_forward, phase2_forward, phase2_backward, phase1_backward };
+// Whether that phase's launch for p takes the lane kernels, which find NaN and Inf in every input they
+// read and report them through p.nonfinite (attnres_params.hpp); the block kernels do not, so their
+// callers check the inputs themselves.
+bool attnres_checks_inputs(const AttnResParams& p, AttnResPhase phase);
+
 // The chunks of 64 tokens the backward's dw partials are summed over.
 int attnres_chunks(const AttnResParams& p);
 // The floats of each dw workspace (p.dw_phase2, p.dw_phase1): the chunks' partials [chunks, S, D], then

@@ -133,6 +133,20 @@ __device__ inline float dot8(float acc, const float (&a)[8], const float (&b)[8]
   return acc;
 }
 
+// NaN and Inf in the inputs (AttnResParams::nonfinite): `bad` = fmaf(x, 0, bad) over every entry read
+// stays 0 while they are finite (x 0 = +-0 exactly) and turns NaN at the first NaN or Inf (Inf 0 = NaN):
+// one instruction per entry, in place of a pass of its own over the inputs.
+__device__ inline void flag_nonfinite(float& bad, const float (&x)[8]) {
+#pragma unroll
+  for (int k = 0; k < 8; ++k) bad = fmaf(x[k], 0.f, bad);
+}
+__device__ inline unsigned nonfinite_bit(float bad, unsigned bit) { return isnan(bad) ? bit : 0u; }
+// The warp's bits into *flag (every lane of the warp calls it; an atomic only where an input is bad).
+__device__ inline void report_nonfinite(unsigned* flag, unsigned bits) {
+  bits = __reduce_or_sync(0xffffffffu, bits);
+  if (flag != nullptr && bits != 0 && threadIdx.x % 32 == 0) atomicOr(flag, bits);
+}
+
 // Stores a row that the group holds in the lane layout (K chunks of 8 per lane): contiguous 16-byte
 // stores to nearest, or, for fp16 rows with scales and for stochastic rounding, store_row's rule (the
 // row's largest finite magnitude over the group, then value / scale rounded per element with its
@@ -212,12 +226,13 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_forward_lane_k
       }
     }
   }
-  float x[NMAX][K][8];
+  float x[NMAX][K][8], bad_v = 0.f, bad_w = 0.f;
 #pragma unroll
   for (int i = 0; i < NMAX; ++i) {
 #pragma unroll
-    for (int kk = 0; kk < K; ++kk) raw[i][kk].to_float(x[i][kk]);
+    for (int kk = 0; kk < K; ++kk) raw[i][kk].to_float(x[i][kk]), flag_nonfinite(bad_v, x[i][kk]);
   }
+  const bool check_w = blockIdx.x == 0 && at.group == 0;  // (one group reads every query entry)
   {
     float sq[NMAX];
 #pragma unroll
@@ -237,11 +252,13 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_forward_lane_k
       if (at.entry(kk) >= D) continue;
       float w[8];
       load8(row_ptr(p.queries, 0, 0, s), p.queries.type, at.entry(kk), w);
+      if (check_w) flag_nonfinite(bad_w, w);
 #pragma unroll
       for (int i = 0; i < NMAX; ++i) acc[i] = dot8(acc[i], w, x[i][kk]);
     }
     warp_sums_to(acc, at.lane, part + (1 + s) * NMAX);
   }
+  report_nonfinite(p.nonfinite, nonfinite_bit(bad_v, kNonfiniteValues) | nonfinite_bit(bad_w, kNonfiniteQueries));
   group_sync(W);
   // per layer (lane s of every warp, each for itself): the logits, m, the weights, l, and lse
   for (int s = at.lane; s < S; s += 32) {
@@ -280,9 +297,9 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_forward_lane_k
           for (int k = 0; k < 8; ++k) o[kk][k] = fmaf(e, x[i][kk][k], o[kk][k]);
         }
       }
-      const float l = lsum[s];
+      const float inv_l = 1.f / lsum[s];  // (a multiply per entry, not a division: an IEEE division is ~10 instructions)
 #pragma unroll
-      for (int k = 0; k < 8; ++k) o[kk][k] /= l;
+      for (int k = 0; k < 8; ++k) o[kk][k] *= inv_l;
     }
     store_lane_row<K>(p.o, static_cast<std::int64_t>(s) * BT + bt, D, o, at, active, p.rounding, p.o_stream, red);
   }
@@ -292,7 +309,7 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_forward_lane_k
 // per warp prob, ds, coef [S][NMAX] each. Writes d_values and the dw coefficients ds_i r_i
 // ([B T][S][N] after the chunk partials in dw_phase1).
 template <Elem E, int K>
-__global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_backward_lane_kernel(const AttnResParams p, int W) {
+__global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_lane_kernel(const AttnResParams p, int W) {
   constexpr int NMAX = kLaneRowChunks / K;
   constexpr int IB = NMAX < 4 ? NMAX : 4;  // sources per pass of the d_values loop (its accumulators)
   extern __shared__ float smem[];
@@ -324,12 +341,14 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_backward_lane_
       }
     }
   }
-  float x[NMAX][K][8];
+  float x[NMAX][K][8], bad_v = 0.f, bad_w = 0.f;
 #pragma unroll
   for (int i = 0; i < NMAX; ++i) {
 #pragma unroll
-    for (int kk = 0; kk < K; ++kk) raw[i][kk].to_float(x[i][kk]);
+    for (int kk = 0; kk < K; ++kk) raw[i][kk].to_float(x[i][kk]), flag_nonfinite(bad_v, x[i][kk]);
   }
+  const bool check_w = blockIdx.x == 0 && at.group == 0;  // (one group reads every query entry)
+  float bad_g = 0.f;
   {
     float sq[NMAX];
 #pragma unroll
@@ -349,8 +368,10 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_backward_lane_
       if (at.entry(kk) >= D) continue;
       float w[8], g[8];
       load8(row_ptr(p.queries, 0, 0, s), p.queries.type, at.entry(kk), w);
+      if (check_w) flag_nonfinite(bad_w, w);
       if (active) {
         load8(do_row(s), gtype, at.entry(kk), g);
+        flag_nonfinite(bad_g, g);
       } else {
 #pragma unroll
         for (int k = 0; k < 8; ++k) g[k] = 0.f;
@@ -365,10 +386,12 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_backward_lane_
     warp_sums_to(gv, at.lane, part + (1 + S + s) * NMAX);
   }
   group_sync(W);
+  unsigned bits = nonfinite_bit(bad_v, kNonfiniteValues) | nonfinite_bit(bad_w, kNonfiniteQueries) | nonfinite_bit(bad_g, kNonfiniteDo);
   // per layer (lane s of every warp, each for itself): p_i, a_i, abar, ds_i, the coefficients
   for (int s = at.lane; s < S; s += 32) {
     const std::int64_t row = static_cast<std::int64_t>(s) * BT + bt;
     const float lse = active ? p.lse_in[row] : 0.f, dlse = active ? p.d_lse[row] : 0.f;
+    bits |= (isfinite(lse) ? 0u : kNonfiniteLse) | (isfinite(dlse) ? 0u : kNonfiniteDlse);
     float abar = 0.f;
     for (int i = 0; i < N; ++i) {
       const float ri = rms_inverse(group_total(parts, stride, at, i), D, p.eps);
@@ -389,6 +412,7 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_backward_lane_
     }
   }
   __syncwarp();
+  report_nonfinite(p.nonfinite, bits);
   float r[NMAX];
 #pragma unroll
   for (int i = 0; i < NMAX; ++i) r[i] = i < N ? rms_inverse(group_total(parts, stride, at, i), D, p.eps) : 0.f;
@@ -444,32 +468,58 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_backward_lane_
   }
 }
 
-// grid (chunks, ceil(D / 128)); the chunk's partial of dw (phase 1): dw_phase1[chunk][s][c] = sum over
-// the chunk's tokens in order, sources in order, of coef[t][s][i] v_i[t][c] (cpu.attnres's order)
-__global__ void __launch_bounds__(128) attnres_phase1_dw_kernel(const AttnResParams p) {
+// Entries c, c + 1 of a row (c even, the row 8-byte aligned) as fp32.
+__device__ inline void load2(const void* row, Elem type, int c, float (&x)[2]) {
+  if (type == Elem::f32) {
+    const float2 f = *reinterpret_cast<const float2*>(static_cast<const float*>(row) + c);
+    x[0] = f.x, x[1] = f.y;
+    return;
+  }
+  const std::uint32_t w = *reinterpret_cast<const std::uint32_t*>(static_cast<const std::uint16_t*>(row) + c);
+  const float2 f = type == Elem::bf16 ? Storage<__nv_bfloat16>::unpack(w) : Storage<__half>::unpack(w);
+  x[0] = f.x, x[1] = f.y;
+}
+
+constexpr int kDwThreads = 256;  // a thread owns 2 columns: a block 512
+constexpr int kDwMaxN = kLaneRowChunks;
+
+// grid (chunks, ceil(D / 512)); shared: the chunk's coefficients [64][S][N]. The chunk's partial of dw
+// (phase 1): dw_phase1[chunk][s][c] = sum over the chunk's tokens in order, sources in order, of
+// coef[t][s][i] v_i[t][c] (cpu.attnres's order). A token's N rows load together (the loop over
+// sources is unrolled), so a warp keeps N loads in flight.
+__global__ void __launch_bounds__(kDwThreads) attnres_phase1_dw_kernel(const AttnResParams p) {
+  extern __shared__ float coef[];
   const int S = p.layers, N = p.sources, D = p.dim, BT = p.batch * p.tokens, chunk = blockIdx.x;
-  const int c = blockIdx.y * 128 + threadIdx.x;
-  if (c >= D) return;
+  const int first = chunk * kAttnResChunk, end = min(BT, first + kAttnResChunk);
   const float* coefs = p.dw_phase1 + static_cast<std::int64_t>(attnres_chunk_count(BT)) * S * D;
-  float acc[kLaneMaxS];
+  for (int j = threadIdx.x; j < (end - first) * S * N; j += kDwThreads) coef[j] = coefs[static_cast<std::int64_t>(first) * S * N + j];
+  __syncthreads();
+  const int c = 2 * (blockIdx.y * kDwThreads + threadIdx.x);
+  if (c >= D) return;
+  float acc[kLaneMaxS][2];
 #pragma unroll
-  for (int s = 0; s < kLaneMaxS; ++s) acc[s] = 0.f;
-  const int end = min(BT, (chunk + 1) * kAttnResChunk);
-  for (int bt = chunk * kAttnResChunk; bt < end; ++bt) {
+  for (int s = 0; s < kLaneMaxS; ++s) acc[s][0] = acc[s][1] = 0.f;
+  for (int bt = first; bt < end; ++bt) {
     const int b = bt / p.tokens, t = bt % p.tokens;
-    const float* k = coefs + static_cast<std::int64_t>(bt) * S * N;
-    for (int i = 0; i < N; ++i) {
-      const float v = row_in(p.values, i, b, t)[c];
+    float v[kDwMaxN][2];
+#pragma unroll
+    for (int i = 0; i < kDwMaxN; ++i) {
+      if (i < N) load2(row_ptr(p.values, i, b, t), p.values.type, c, v[i]);
+    }
+    const float* k = coef + (bt - first) * S * N;
+#pragma unroll
+    for (int i = 0; i < kDwMaxN; ++i) {
+      if (i >= N) break;
 #pragma unroll
       for (int s = 0; s < kLaneMaxS; ++s) {
-        if (s < S) acc[s] += k[s * N + i] * v;
+        if (s < S) acc[s][0] += k[s * N + i] * v[i][0], acc[s][1] += k[s * N + i] * v[i][1];
       }
     }
   }
   float* out = p.dw_phase1 + static_cast<std::int64_t>(chunk) * S * D;
 #pragma unroll
   for (int s = 0; s < kLaneMaxS; ++s) {
-    if (s < S) out[s * D + c] = acc[s];
+    if (s < S) out[s * D + c] = acc[s][0], out[s * D + c + 1] = acc[s][1];
   }
 }
 
@@ -477,12 +527,14 @@ __global__ void __launch_bounds__(128) attnres_phase1_dw_kernel(const AttnResPar
 // A (layer, token) row per group of W warps, K chunks per lane. Shared: per warp `part` [4], then
 // store_lane_row's kLaneWarps floats.
 template <int K>
-__device__ inline void load_row8(const AttnResIn& x, int i, int b, int t, const LanePlace& at, int D, bool active, float (&v)[K][8]) {
+__device__ inline void load_row8(const AttnResIn& x, int i, int b, int t, const LanePlace& at, int D, bool active, float (&v)[K][8],
+                                 float& bad) {
   const float scale = x.scale && active ? x.scale[i * x.scale_outer + b * x.scale_batch + t * x.scale_token] : 1.f;
 #pragma unroll
   for (int kk = 0; kk < K; ++kk) {
     if (active && at.entry(kk) < D) {
       load8(row_ptr(x, i, b, t), x.type, at.entry(kk), v[kk]);
+      flag_nonfinite(bad, v[kk]);
 #pragma unroll
       for (int k = 0; k < 8; ++k) v[kk][k] *= scale;  // (exact: a power of two)
     } else {
@@ -495,7 +547,7 @@ __device__ inline void load_row8(const AttnResIn& x, int i, int b, int t, const 
 // r_u and s_u = r_u (w . u) of a row the group holds (every lane gets them); `part` as above.
 template <int K>
 __device__ inline void partial_logit(const AttnResParams& p, int s, const float (&u)[K][8], const LanePlace& at, float* smem, float extra_in,
-                                     float& ru, float& su, float& extra) {
+                                     bool check_w, float& bad_w, float& ru, float& su, float& extra) {
   const int D = p.dim;
   float sums[4] = {0.f, 0.f, extra_in, 0.f};  // ||u||^2, w . u, (the backward's delta), unused
 #pragma unroll
@@ -503,6 +555,7 @@ __device__ inline void partial_logit(const AttnResParams& p, int s, const float 
     if (at.entry(kk) >= D) continue;
     float w[8];
     load8(row_ptr(p.queries, 0, 0, s), p.queries.type, at.entry(kk), w);
+    if (check_w) flag_nonfinite(bad_w, w);
     sums[0] = dot8(sums[0], u[kk], u[kk]), sums[1] = dot8(sums[1], w, u[kk]);
   }
   warp_sums_to(sums, at.lane, smem + at.warp() * 4);
@@ -523,12 +576,15 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase2_forward_lane_k
   const bool active = row < static_cast<std::int64_t>(p.layers) * BT;
   const int s = active ? static_cast<int>(row / BT) : 0, bt = active ? static_cast<int>(row % BT) : 0;
   const int b = bt / p.tokens, t = bt % p.tokens;
-  float u[K][8], o[K][8];
-  load_row8(p.partial, s, b, t, at, D, active, u);
-  load_row8(p.o_in, s, b, t, at, D, active, o);  // phase 1's stored o with its scales
+  float u[K][8], o[K][8], bad_u = 0.f, bad_o = 0.f, bad_w = 0.f;
+  load_row8(p.partial, s, b, t, at, D, active, u, bad_u);
+  load_row8(p.o_in, s, b, t, at, D, active, o, bad_o);  // phase 1's stored o with its scales
   float ru, su, unused;
-  partial_logit(p, s, u, at, smem, 0.f, ru, su, unused);
-  const float beta = active ? sigmoid_of_difference(su, p.lse_in[row]) : 0.f;
+  partial_logit(p, s, u, at, smem, 0.f, active && bt == 0, bad_w, ru, su, unused);  // (the rows of token 0 read every query)
+  const float lse = active ? p.lse_in[row] : 0.f;
+  report_nonfinite(p.nonfinite, nonfinite_bit(bad_u, kNonfinitePartial) | nonfinite_bit(bad_o, kNonfiniteO) |
+                                    nonfinite_bit(bad_w, kNonfiniteQueries) | (isfinite(lse) ? 0u : kNonfiniteLse));
+  const float beta = active ? sigmoid_of_difference(su, lse) : 0.f;
 #pragma unroll
   for (int kk = 0; kk < K; ++kk) {
 #pragma unroll
@@ -548,13 +604,13 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase2_backward_lane_
   const bool active = row < static_cast<std::int64_t>(p.layers) * BT;
   const int s = active ? static_cast<int>(row / BT) : 0, bt = active ? static_cast<int>(row % BT) : 0;
   const int b = bt / p.tokens, t = bt % p.tokens;
-  float u[K][8], g[K][8];
-  load_row8(p.partial, s, b, t, at, D, active, u);
-  load_row8(p.dh, s, b, t, at, D, active, g);
+  float u[K][8], g[K][8], bad_u = 0.f, bad_g = 0.f, bad_o = 0.f, bad_w = 0.f;
+  load_row8(p.partial, s, b, t, at, D, active, u, bad_u);
+  load_row8(p.dh, s, b, t, at, D, active, g, bad_g);
   float delta = 0.f;
   {
     float o[K][8];
-    load_row8(p.o_in, s, b, t, at, D, active, o);
+    load_row8(p.o_in, s, b, t, at, D, active, o, bad_o);
 #pragma unroll
     for (int kk = 0; kk < K; ++kk) {
 #pragma unroll
@@ -562,8 +618,10 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase2_backward_lane_
     }
   }
   float ru, su;
-  partial_logit(p, s, u, at, smem, delta, ru, su, delta);
+  partial_logit(p, s, u, at, smem, delta, active && bt == 0, bad_w, ru, su, delta);
   const float lse = active ? p.lse_in[row] : 0.f;
+  report_nonfinite(p.nonfinite, nonfinite_bit(bad_u, kNonfinitePartial) | nonfinite_bit(bad_g, kNonfiniteDh) | nonfinite_bit(bad_o, kNonfiniteO) |
+                                    nonfinite_bit(bad_w, kNonfiniteQueries) | (isfinite(lse) ? 0u : kNonfiniteLse));
   // 1 - beta as a sigmoid of its own (cpu.attnres: subtraction loses every digit when beta rounds to 1)
   const float beta = sigmoid_of_difference(su, lse), one_minus_beta = sigmoid_of_difference(lse, su);
   const float dl = beta * one_minus_beta * delta, dsu = -dl;
@@ -588,17 +646,29 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase2_backward_lane_
   store_lane_row<K>(p.d_partial, row, D, du, at, active, p.rounding, p.d_partial_stream, smem + 4 * kLaneWarps);
 }
 
-// grid (chunks, ceil(D / 128), S): dw_phase2[chunk][s][c] = sum over the chunk's tokens in order of
-// coef[s][t] u_s[t][c]
-__global__ void __launch_bounds__(128) attnres_phase2_dw_kernel(const AttnResParams p) {
+// grid (chunks, ceil(D / 512), S): dw_phase2[chunk][s][c] = sum over the chunk's tokens in order of
+// coef[s][t] u_s[t][c]; eight tokens' loads in flight per thread
+__global__ void __launch_bounds__(kDwThreads) attnres_phase2_dw_kernel(const AttnResParams p) {
   const int D = p.dim, BT = p.batch * p.tokens, chunk = blockIdx.x, s = blockIdx.z;
-  const int c = blockIdx.y * 128 + threadIdx.x;
+  const int c = 2 * (blockIdx.y * kDwThreads + threadIdx.x);
   if (c >= D) return;
   const float* coefs = p.dw_phase2 + static_cast<std::int64_t>(attnres_chunk_count(BT)) * p.layers * D + static_cast<std::int64_t>(s) * BT;
-  float acc = 0.f;
-  const int end = min(BT, (chunk + 1) * kAttnResChunk);
-  for (int bt = chunk * kAttnResChunk; bt < end; ++bt) acc += coefs[bt] * row_in(p.partial, s, bt / p.tokens, bt % p.tokens)[c];
-  p.dw_phase2[(static_cast<std::int64_t>(chunk) * p.layers + s) * D + c] = acc;
+  float acc[2] = {0.f, 0.f};
+  const int first = chunk * kAttnResChunk, end = min(BT, first + kAttnResChunk);
+  for (int bt0 = first; bt0 < end; bt0 += 8) {
+    float u[8][2];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int bt = bt0 + j;
+      if (bt < end) load2(row_ptr(p.partial, s, bt / p.tokens, bt % p.tokens), p.partial.type, c, u[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      if (bt0 + j < end) acc[0] += coefs[bt0 + j] * u[j][0], acc[1] += coefs[bt0 + j] * u[j][1];
+    }
+  }
+  float* out = p.dw_phase2 + (static_cast<std::int64_t>(chunk) * p.layers + s) * D;
+  out[c] = acc[0], out[c + 1] = acc[1];
 }
 
 }  // namespace fc::kernels::cuda

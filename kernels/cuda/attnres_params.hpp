@@ -29,6 +29,18 @@ struct AttnResOut {
   float* scale = nullptr;
 };
 
+// The bits of AttnResParams::nonfinite.
+enum AttnResInputBit : unsigned {
+  kNonfiniteValues = 1u << 0,
+  kNonfiniteQueries = 1u << 1,
+  kNonfinitePartial = 1u << 2,
+  kNonfiniteO = 1u << 3,
+  kNonfiniteLse = 1u << 4,
+  kNonfiniteDh = 1u << 5,
+  kNonfiniteDo = 1u << 6,
+  kNonfiniteDlse = 1u << 7,
+};
+
 struct AttnResParams {
   int sources = 1, batch = 1, tokens = 1, dim = 1, layers = 1;  // N, B, T, D, S
   float eps = 1e-6f;
@@ -48,6 +60,10 @@ struct AttnResParams {
   float* d_lse = nullptr;
   float* dw_phase2 = nullptr;
   float* dw_phase1 = nullptr;
+  // When set, the lane kernels (attnres_checks_inputs) OR into it a bit per input that holds a NaN or an
+  // Inf (AttnResInputBit), so a caller needs no pass of its own over the inputs. Only an input with one
+  // touches it: the outputs do not depend on it.
+  unsigned* nonfinite = nullptr;
   OutputRounding rounding;
   // Philox streams: o (role o), h, d_o, d_values (role grad), d_partial, d_queries (attnres_call.hpp)
   std::uint32_t o_stream = 0, h_stream = 0, d_o_stream = 0, d_values_stream = 0, d_partial_stream = 0, d_queries_stream = 0;

@@ -25,15 +25,14 @@
 #include "kernels/cpu/hog.hpp"
 #include "kernels/cpu/flash_attention.hpp"
 #include "kernels/cuda/cuda_subjects.hpp"
+#include "kernels/cuda/tests/gpu_test_support.hpp"
 #include "oracle/attention.hpp"
 
 namespace fc::kernels::cuda {
 namespace {
 
-#define REQUIRE_GPU()                                                                    \
-  do {                                                                                   \
-    if (const std::string why = device_unavailable_reason(); !why.empty()) GTEST_SKIP() << why; \
-  } while (0)
+using testing::harness_cases;
+using testing::harness_seed;
 
 // A GPU subject under test, with the options that select its variant, and its CPU twin.
 struct GpuSubject {
@@ -85,16 +84,6 @@ class CudaAttention : public ::testing::TestWithParam<int> {
   }
 };
 
-int harness_cases() {
-  const char* env = std::getenv("FLASHCHECK_GPU_CASES");
-  return env ? std::max(1, std::atoi(env)) : 2000;
-}
-// The harness's seed: 2026, or FLASHCHECK_GPU_SEED, so that processes with different seeds run disjoint
-// case streams in parallel (the harness runs one case stream per test, serially).
-std::uint64_t harness_seed() {
-  const char* env = std::getenv("FLASHCHECK_GPU_SEED");
-  return env ? std::strtoull(env, nullptr, 10) : 2026;
-}
 
 TEST_P(CudaAttention, PassesTheHarnessInEveryOpAndPolicy) {
   REQUIRE_GPU();

@@ -22,27 +22,16 @@
 #include "gradcheck/runner.hpp"
 #include "kernels/cpu/attnres.hpp"
 #include "kernels/cuda/cuda_subjects.hpp"
+#include "kernels/cuda/tests/gpu_test_support.hpp"
 #include "kernels/tests/attnres_run.hpp"
 
 namespace fc::kernels::cuda {
 namespace {
 
-using testing::AttnResRun;
-using testing::Buffer;
-
-#define REQUIRE_GPU()                                                                           \
-  do {                                                                                          \
-    if (const std::string why = device_unavailable_reason(); !why.empty()) GTEST_SKIP() << why; \
-  } while (0)
-
-int harness_cases() {
-  const char* env = std::getenv("FLASHCHECK_GPU_CASES");
-  return env ? std::max(1, std::atoi(env)) : 2000;
-}
-std::uint64_t harness_seed() {
-  const char* env = std::getenv("FLASHCHECK_GPU_SEED");
-  return env ? std::strtoull(env, nullptr, 10) : 2026;
-}
+using testing::harness_cases;
+using testing::harness_seed;
+using kernels::testing::AttnResRun;
+using kernels::testing::Buffer;
 
 // The policies issue 10 names: fp32, bf16 and fp16 storage; mixed bf16 values with fp16 o and h (per-row
 // scales); each 16-bit one also with stochastic rounding.

@@ -16,14 +16,12 @@
 #include "kernels/torch/tensor_bridge.hpp"
 
 #if FLASHCHECK_HAVE_CUDA && TORCH_VERSION_MAJOR >= 2
-#include <c10/core/impl/VirtualGuardImpl.h>
-
 #include <initializer_list>
-#include <stdexcept>
 
 #include "kernels/cuda/fa2_kernels.hpp"
 #include "kernels/cuda/hog_kernels.hpp"
 #include "kernels/cuda/shape_params.hpp"
+#include "kernels/torch/ops/cuda_launch.hpp"
 #define FLASHCHECK_TORCH_CUDA_KERNELS 1
 #else
 #define FLASHCHECK_TORCH_CUDA_KERNELS 0
@@ -72,20 +70,6 @@ at::Tensor kernel_ready(const at::Tensor& t) {
 }
 cuda::Strided strided(const at::Tensor& t) { return {t.data_ptr(), t.stride(0), t.stride(1), t.stride(2)}; }
 cuda::StridedOut strided_out(at::Tensor& t) { return {t.data_ptr(), t.stride(0), t.stride(1), t.stride(2)}; }
-
-cudaStream_t current_stream(const at::Tensor& t) {
-  const c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
-  return static_cast<cudaStream_t>(guard.getStream(t.device()).native_handle());
-}
-
-template <class F>
-void launch(const char* op, F&& f) {
-  try {
-    f();
-  } catch (const std::runtime_error& e) {
-    TORCH_CHECK(false, "flashcheck.", op, ": ", e.what());
-  }
-}
 
 }  // namespace
 

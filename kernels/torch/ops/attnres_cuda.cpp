@@ -13,11 +13,9 @@
 #include "kernels/torch/ops/op_support.hpp"
 
 #if FLASHCHECK_HAVE_CUDA && TORCH_VERSION_MAJOR >= 2
-#include <c10/core/impl/VirtualGuardImpl.h>
-
-#include <stdexcept>
 
 #include "kernels/cuda/attnres_kernels.hpp"
+#include "kernels/torch/ops/cuda_launch.hpp"
 #define FLASHCHECK_TORCH_CUDA_ATTNRES 1
 #else
 #define FLASHCHECK_TORCH_CUDA_ATTNRES 0
@@ -70,19 +68,30 @@ at::Tensor dw_workspace(const AttnResParams& p, const at::Tensor& like) {
   return at::empty({static_cast<std::int64_t>(cuda::attnres_dw_workspace_floats(p))}, like.options().dtype(at::kFloat));
 }
 
-cudaStream_t current_stream(const at::Tensor& t) {
-  const c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
-  return static_cast<cudaStream_t>(guard.getStream(t.device()).native_handle());
+// NaN and Inf in the inputs. The lane kernels find them in the entries they read anyway
+// (cuda::attnres_checks_inputs): a 4-byte flag per call, zeroed before the launch and read back after
+// it, names the inputs that hold one. The block kernels do not: their inputs get a pass of their own
+// first (check_all_finite). Either way the op raises an error that names the input.
+using Named = std::initializer_list<std::pair<const at::Tensor*, const char*>>;
+at::Tensor begin_input_check(const char* op, AttnResParams& p, cuda::AttnResPhase phase, const at::Tensor& like, Named tensors) {
+  if (!cuda::attnres_checks_inputs(p, phase)) {
+    check_all_finite(op, tensors);
+    return {};
+  }
+  at::Tensor flag = at::zeros({1}, like.options().dtype(at::kInt));
+  p.nonfinite = reinterpret_cast<unsigned*>(flag.data_ptr<int>());
+  return flag;
+}
+void end_input_check(const char* op, const at::Tensor& flag) {
+  if (!flag.defined()) return;
+  const auto bits = static_cast<unsigned>(flag.item<int>());  // (waits for the kernels)
+  static const std::pair<unsigned, const char*> names[] = {
+      {cuda::kNonfiniteValues, "values"}, {cuda::kNonfiniteQueries, "queries"}, {cuda::kNonfinitePartial, "partial"},
+      {cuda::kNonfiniteO, "o"},           {cuda::kNonfiniteLse, "lse"},         {cuda::kNonfiniteDh, "dh"},
+      {cuda::kNonfiniteDo, "d_o"},        {cuda::kNonfiniteDlse, "d_lse"}};
+  for (const auto& [bit, what] : names) TORCH_CHECK((bits & bit) == 0, "flashcheck.", op, ": ", what, " contains NaN or Inf");
 }
 
-template <class F>
-void launch(const char* op, F&& f) {
-  try {
-    f();
-  } catch (const std::runtime_error& e) {
-    TORCH_CHECK(false, "flashcheck.", op, ": ", e.what());
-  }
-}
 
 }  // namespace
 
@@ -90,12 +99,13 @@ std::tuple<at::Tensor, at::Tensor> attnres_phase1_forward_cuda(const at::Tensor&
   const char* op = "attnres_phase1_forward";
   const c10::DeviceGuard device(values_.device());
   const at::Tensor values = unit_stride(values_), queries = unit_stride(queries_);
-  check_all_finite(op, {{&values, "values"}, {&queries, "queries"}});
   AttnResParams p = params_of(values, queries, values.size(0), eps);
   at::Tensor o = at::empty({p.layers, p.batch, p.tokens, p.dim}, values.options());
   at::Tensor lse = at::empty({p.layers, p.batch, p.tokens}, values.options().dtype(at::kFloat));
   p.values = in4(op, values), p.queries = in_queries(op, queries), p.o = out(op, o), p.lse = lse.data_ptr<float>();
+  const at::Tensor flag = begin_input_check(op, p, cuda::AttnResPhase::phase1_forward, values, {{&values, "values"}, {&queries, "queries"}});
   launch(op, [&] { cuda::attnres_phase1_forward(p, current_stream(values)); });
+  end_input_check(op, flag);
   return {o, lse};
 }
 
@@ -104,12 +114,14 @@ at::Tensor attnres_phase2_forward_cuda(const at::Tensor& o_, const at::Tensor& l
   const char* op = "attnres_phase2_forward";
   const c10::DeviceGuard device(o_.device());
   const at::Tensor o = unit_stride(o_), lse = lse_.contiguous(), partial = unit_stride(partial_), queries = unit_stride(queries_);
-  check_all_finite(op, {{&o, "o"}, {&lse, "lse"}, {&partial, "partial"}, {&queries, "queries"}});
   AttnResParams p = params_of(o, queries, 1, eps);
   at::Tensor h = at::empty(o.sizes(), o.options());
   p.o_in = in4(op, o), p.lse_in = lse.data_ptr<float>(), p.partial = in4(op, partial), p.queries = in_queries(op, queries);
   p.h = out(op, h);
+  const at::Tensor flag = begin_input_check(op, p, cuda::AttnResPhase::phase2_forward, o,
+                                            {{&o, "o"}, {&lse, "lse"}, {&partial, "partial"}, {&queries, "queries"}});
   launch(op, [&] { cuda::attnres_phase2_forward(p, current_stream(o)); });
+  end_input_check(op, flag);
   return h;
 }
 
@@ -120,7 +132,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> attnres_phase2_backwa
   const c10::DeviceGuard device(o_.device());
   const at::Tensor o = unit_stride(o_), lse = lse_.contiguous(), partial = unit_stride(partial_), queries = unit_stride(queries_);
   const at::Tensor dh = unit_stride(dh_);
-  check_all_finite(op, {{&o, "o"}, {&lse, "lse"}, {&partial, "partial"}, {&queries, "queries"}, {&dh, "dh"}});
   AttnResParams p = params_of(o, queries, 1, eps);
   at::Tensor d_o = at::empty({p.layers, p.batch, p.tokens, p.dim}, o.options());
   at::Tensor d_lse = at::empty({p.layers, p.batch, p.tokens}, o.options().dtype(at::kFloat));
@@ -131,7 +142,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> attnres_phase2_backwa
   p.d_o = d_o.data_ptr(), p.d_lse = d_lse.data_ptr<float>(), p.d_partial = out(op, du), p.d_queries = out(op, dw);
   p.d_values.type = p.d_partial.type;
   p.dw_phase2 = partials.data_ptr<float>();
+  const at::Tensor flag = begin_input_check(op, p, cuda::AttnResPhase::phase2_backward, o,
+                                            {{&o, "o"}, {&lse, "lse"}, {&partial, "partial"}, {&queries, "queries"}, {&dh, "dh"}});
   launch(op, [&] { cuda::attnres_phase2_backward(p, current_stream(o)); });
+  end_input_check(op, flag);
   return {d_o, d_lse, du, dw};
 }
 
@@ -141,14 +155,16 @@ std::tuple<at::Tensor, at::Tensor> attnres_phase1_backward_cuda(const at::Tensor
   const c10::DeviceGuard device(values_.device());
   const at::Tensor values = unit_stride(values_), queries = unit_stride(queries_), lse = lse_.contiguous(), d_o = d_o_.contiguous();
   const at::Tensor d_lse = d_lse_.contiguous();
-  check_all_finite(op, {{&values, "values"}, {&queries, "queries"}, {&lse, "lse"}, {&d_o, "d_o"}, {&d_lse, "d_lse"}});
   AttnResParams p = params_of(values, queries, values.size(0), eps);
   at::Tensor dv = at::empty(values.sizes(), values.options()), dw = at::empty({p.layers, p.dim}, values.options());
   at::Tensor partials = dw_workspace(p, values);
   p.values = in4(op, values), p.queries = in_queries(op, queries), p.lse_in = lse.data_ptr<float>();
   p.d_o = const_cast<void*>(d_o.data_ptr()), p.d_lse = const_cast<float*>(d_lse.data_ptr<float>());  // (read only)
   p.d_values = out(op, dv), p.d_queries = out(op, dw), p.dw_phase1 = partials.data_ptr<float>();
+  const at::Tensor flag = begin_input_check(op, p, cuda::AttnResPhase::phase1_backward, values,
+                                            {{&values, "values"}, {&queries, "queries"}, {&lse, "lse"}, {&d_o, "d_o"}, {&d_lse, "d_lse"}});
   launch(op, [&] { cuda::attnres_phase1_backward(p, current_stream(values)); });
+  end_input_check(op, flag);
   return {dv, dw};
 }
 

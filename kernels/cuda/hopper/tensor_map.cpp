@@ -1,0 +1,47 @@
+#include "kernels/cuda/hopper/tensor_map.hpp"
+
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace fc::kernels::cuda::hopper {
+namespace {
+
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                 const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiled encode_tiled() {
+  static const EncodeTiled fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found);
+    if (e != cudaSuccess || found != cudaDriverEntryPointSuccess || p == nullptr) {
+      throw std::runtime_error(std::string("TMA: the driver has no cuTensorMapEncodeTiled (") + cudaGetErrorString(e) + ")");
+    }
+    return reinterpret_cast<EncodeTiled>(p);
+  }();
+  return fn;
+}
+
+}  // namespace
+
+CUtensorMap make_tensor_map_bf16_sw128(const void* base, std::uint64_t rows, std::uint64_t cols, std::uint64_t row_stride,
+                                       std::uint32_t box_rows) {
+  if (row_stride % 8 != 0 || reinterpret_cast<std::uintptr_t>(base) % 16 != 0) {
+    throw std::runtime_error("TMA: a bf16 matrix needs a 16-byte aligned base and a row stride that is a multiple of 8 elements");
+  }
+  if (box_rows < 1 || box_rows > 256) throw std::runtime_error("TMA: box rows must be 1..256");
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {cols, rows};
+  const cuuint64_t strides[1] = {row_stride * 2};  // bytes between rows (dimension 0 is contiguous)
+  const cuuint32_t box[2] = {64, box_rows};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box, element_strides,
+                                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) throw std::runtime_error("TMA: cuTensorMapEncodeTiled failed with CUresult " + std::to_string(static_cast<int>(r)));
+  return map;
+}
+
+}  // namespace fc::kernels::cuda::hopper

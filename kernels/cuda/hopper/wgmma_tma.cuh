@@ -1,0 +1,93 @@
+// Hopper's asynchronous matrix machinery, as thin wrappers over PTX (sm_90a): the bulk tensor copy
+// engine (TMA) completing on an mbarrier, and warpgroup MMA (wgmma) reading bf16 tiles from shared
+// memory laid out with the 128-byte swizzle that TMA writes. The first layer of cuda.fa3 (issue 11);
+// kernels/cuda/tests/hopper_primitives_test.cpp checks it on one tile before anything is built on it.
+//
+// Layout conventions (PTX ISA, "Matrix Descriptor" and "Tensor Map" sections):
+//   - an operand tile is K-major: each row holds 64 bf16 of K, 128 bytes, the 128-byte swizzle's span;
+//     8 rows (1024 bytes) are one swizzle atom, so a tile must start 1024-byte aligned;
+//   - a descriptor holds (start address >> 4) in bits 0-13, the leading byte offset >> 4 in 16-29
+//     (unused for swizzled K-major tiles whose K step stays inside a row), the stride byte offset >> 4
+//     in 32-45 (1024: from one 8-row atom to the next), and the swizzle mode in 62-63 (1: 128 bytes);
+//   - one k16 step is 32 bytes further along the row: the descriptor's address field + 2 (the hardware
+//     applies the swizzle to the computed address, as CUTLASS and FA3 rely on);
+//   - the m64nNk16 f32 accumulator of a warpgroup: warp w holds rows 16 w .. 16 w + 15; lane l holds, for
+//     j < N / 8, d[4 j], d[4 j + 1] at row 16 w + l / 4, columns 8 j + 2 (l % 4) + {0, 1}, and d[4 j + 2],
+//     d[4 j + 3] eight rows lower (mma.sync's C fragment, repeated along N).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace fc::kernels::cuda::hopper {
+
+__device__ inline std::uint32_t smem_address(const void* p) { return static_cast<std::uint32_t>(__cvta_generic_to_shared(p)); }
+
+// --- mbarrier -------------------------------------------------------------------------------------
+__device__ inline void mbarrier_init(std::uint64_t* bar, unsigned arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_address(bar)), "r"(arrivals) : "memory");
+}
+// Makes the initialisation visible to the copy engine (the async proxy) before its first use.
+__device__ inline void mbarrier_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+// One arrival that also announces `bytes` of transactions (the TMA copies that complete on it).
+__device__ inline void mbarrier_arrive_expect_tx(std::uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(bar)), "r"(bytes) : "memory");
+}
+// Waits until the phase with parity `phase` has completed.
+__device__ inline void mbarrier_wait(std::uint64_t* bar, unsigned phase) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(smem_address(bar)),
+      "r"(phase)
+      : "memory");
+}
+
+// --- TMA ------------------------------------------------------------------------------------------
+// The box at coordinates (c0 innermost, c1) of the tensor map into shared memory at dst, completing
+// on bar. The map lives in kernel parameter space (a __grid_constant__ CUtensorMap).
+__device__ inline void tma_load_2d(void* dst, const CUtensorMap* map, std::uint64_t* bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(smem_address(dst)),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(smem_address(bar)), "r"(c0), "r"(c1)
+      : "memory");
+}
+
+// --- wgmma ----------------------------------------------------------------------------------------
+// The descriptor of a K-major bf16 tile with the 128-byte swizzle, starting at p (1024-byte aligned).
+__device__ inline std::uint64_t wgmma_descriptor_sw128(const void* p) {
+  std::uint64_t d = (smem_address(p) & 0x3ffffu) >> 4;
+  d |= std::uint64_t{1} << 16;           // leading byte offset 16 (unused here)
+  d |= std::uint64_t{1024 >> 4} << 32;   // stride byte offset: one 8-row atom
+  d |= std::uint64_t{1} << 62;           // 128-byte swizzle
+  return d;
+}
+// The descriptor k16 steps further along K (32 bytes per step).
+__device__ inline std::uint64_t wgmma_descriptor_advance(std::uint64_t d, int k16) { return d + static_cast<std::uint64_t>(2 * k16); }
+
+__device__ inline void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ inline void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int Pending>
+__device__ inline void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(Pending) : "memory");
+}
+
+// d (+)= A B^T for a 64 x 16 A and a 64 x 16 B (both K-major bf16 in shared memory, by descriptor),
+// fp32 accumulators; accumulate = 0 overwrites d. Issued by all 128 threads of a warpgroup.
+__device__ inline void wgmma_m64n64k16_bf16(float (&d)[32], std::uint64_t a, std::uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred acc;\n"
+      "setp.ne.b32 acc, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, acc, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+
+}  // namespace fc::kernels::cuda::hopper
