@@ -195,6 +195,40 @@ __device__ inline void store_lane_row(const AttnResOut& out, std::int64_t row, i
   }
 }
 
+// A token's N value rows in the lane layout, for the forward and the backward alike (the backward's
+// logits must repeat the forward's sequence bit for bit): every row chunk's 16-byte load issued before
+// any is used, converted to fp32 into x (zeros past N and D), NaN/Inf flagged into bad, and each row's
+// ||v_i||^2 summed over the warp into part[0 .. NMAX).
+template <Elem E, int K, int NMAX>
+__device__ inline void load_token_rows(const AttnResParams& p, int b, int t, bool active, const LanePlace& at, float (&x)[NMAX][K][8],
+                                       float& bad, float* part) {
+  Raw8<E> raw[NMAX][K];
+#pragma unroll
+  for (int i = 0; i < NMAX; ++i) {
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) {
+      if (active && i < p.sources && at.entry(kk) < p.dim) {
+        raw[i][kk].load(row_ptr(p.values, i, b, t), at.entry(kk));
+      } else {
+        raw[i][kk].zero();
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < NMAX; ++i) {
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) raw[i][kk].to_float(x[i][kk]), flag_nonfinite(bad, x[i][kk]);
+  }
+  float sq[NMAX];
+#pragma unroll
+  for (int i = 0; i < NMAX; ++i) {
+    sq[i] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) sq[i] = dot8(sq[i], x[i][kk], x[i][kk]);
+  }
+  warp_sums_to(sq, at.lane, part);
+}
+
 // --- phase 1 ------------------------------------------------------------------------------------------
 // grid (ceil(B T / (8 / W))), block 8 warps, a token per group of W warps. Shared: per warp `part`
 // [(S + 1) NMAX] (its sums of ||v_i||^2, then of w_s . v_i), then per warp the weights exp(s_i - m)
@@ -214,35 +248,9 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_forward_lane_k
   float* lsum = weight + S * NMAX;
   float* red = smem + kLaneWarps * (stride + S * NMAX + S);
 
-  Raw8<E> raw[NMAX][K];
-#pragma unroll
-  for (int i = 0; i < NMAX; ++i) {
-#pragma unroll
-    for (int kk = 0; kk < K; ++kk) {
-      if (active && i < N && at.entry(kk) < D) {
-        raw[i][kk].load(row_ptr(p.values, i, b, t), at.entry(kk));
-      } else {
-        raw[i][kk].zero();
-      }
-    }
-  }
   float x[NMAX][K][8], bad_v = 0.f, bad_w = 0.f;
-#pragma unroll
-  for (int i = 0; i < NMAX; ++i) {
-#pragma unroll
-    for (int kk = 0; kk < K; ++kk) raw[i][kk].to_float(x[i][kk]), flag_nonfinite(bad_v, x[i][kk]);
-  }
+  load_token_rows<E, K>(p, b, t, active, at, x, bad_v, part);
   const bool check_w = blockIdx.x == 0 && at.group == 0;  // (one group reads every query entry)
-  {
-    float sq[NMAX];
-#pragma unroll
-    for (int i = 0; i < NMAX; ++i) {
-      sq[i] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < K; ++kk) sq[i] = dot8(sq[i], x[i][kk], x[i][kk]);
-    }
-    warp_sums_to(sq, at.lane, part);
-  }
   for (int s = 0; s < S; ++s) {
     float acc[NMAX];
 #pragma unroll
@@ -329,36 +337,10 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_la
     return static_cast<const unsigned char*>(p.d_o) + (static_cast<std::int64_t>(s) * BT + bt) * D * (gtype == Elem::f32 ? 4 : 2);
   };
 
-  Raw8<E> raw[NMAX][K];
-#pragma unroll
-  for (int i = 0; i < NMAX; ++i) {
-#pragma unroll
-    for (int kk = 0; kk < K; ++kk) {
-      if (active && i < N && at.entry(kk) < D) {
-        raw[i][kk].load(row_ptr(p.values, i, b, t), at.entry(kk));
-      } else {
-        raw[i][kk].zero();
-      }
-    }
-  }
   float x[NMAX][K][8], bad_v = 0.f, bad_w = 0.f;
-#pragma unroll
-  for (int i = 0; i < NMAX; ++i) {
-#pragma unroll
-    for (int kk = 0; kk < K; ++kk) raw[i][kk].to_float(x[i][kk]), flag_nonfinite(bad_v, x[i][kk]);
-  }
+  load_token_rows<E, K>(p, b, t, active, at, x, bad_v, part);
   const bool check_w = blockIdx.x == 0 && at.group == 0;  // (one group reads every query entry)
   float bad_g = 0.f;
-  {
-    float sq[NMAX];
-#pragma unroll
-    for (int i = 0; i < NMAX; ++i) {
-      sq[i] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < K; ++kk) sq[i] = dot8(sq[i], x[i][kk], x[i][kk]);
-    }
-    warp_sums_to(sq, at.lane, part);
-  }
   for (int s = 0; s < S; ++s) {
     float acc[2 * NMAX];  // w_s . v_i (the forward's sequence), then do_s . v_i
 #pragma unroll

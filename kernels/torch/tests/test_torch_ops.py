@@ -324,35 +324,6 @@ class AttnResAutograd(unittest.TestCase):
             flashcheck.attnres(values, partial, queries.double())
         with self.assertRaisesRegex(RuntimeError, "partial has shape"):
             flashcheck.attnres(values, partial[:, :, :2], queries)
-
-    def test_every_phase_names_the_input_that_holds_nan_or_inf(self):
-        # D = 64: the lane kernels, which find NaN and Inf as they read; D = 12: the block kernels, whose
-        # inputs the op checks in a pass of its own. One bad entry, anywhere, in any input of any phase.
-        ops = torch.ops.flashcheck
-        gen = torch.Generator().manual_seed(3)
-        for d in (64, 12):
-            values, partial, queries = (x.detach().cuda().bfloat16() for x in attnres_inputs(n=3, b=2, t=70, d=d, dtype=torch.float32))
-            o, lse = ops.attnres_phase1_forward(values, queries, 1e-6)
-            dh = torch.randn_like(o)
-            d_o, d_lse, _, _ = ops.attnres_phase2_backward(o, lse, partial, queries, dh, 1e-6)
-            calls = {
-                "attnres_phase1_forward": (lambda a: ops.attnres_phase1_forward(*a, 1e-6), [("values", values), ("queries", queries)]),
-                "attnres_phase2_forward": (lambda a: ops.attnres_phase2_forward(*a, 1e-6),
-                                           [("o", o), ("lse", lse), ("partial", partial), ("queries", queries)]),
-                "attnres_phase2_backward": (lambda a: ops.attnres_phase2_backward(*a, 1e-6),
-                                            [("o", o), ("lse", lse), ("partial", partial), ("queries", queries), ("dh", dh)]),
-                "attnres_phase1_backward": (lambda a: ops.attnres_phase1_backward(*a, 1e-6),
-                                            [("values", values), ("queries", queries), ("lse", lse), ("d_o", d_o), ("d_lse", d_lse)]),
-            }
-            for op, (call, args) in calls.items():
-                call([x for _, x in args])  # all finite: no error
-                for k, (name, x) in enumerate(args):
-                    for bad in (float("nan"), float("inf"), float("-inf")):
-                        y = x.clone()
-                        y.view(-1)[torch.randint(y.numel(), (1,), generator=gen).item()] = bad
-                        with self.subTest(d=d, op=op, input=name, bad=bad):
-                            with self.assertRaisesRegex(RuntimeError, f"{op}: {name} contains NaN or Inf"):
-                                call([y if j == k else a for j, (_, a) in enumerate(args)])
         with self.assertRaisesRegex(RuntimeError, "NaN or Inf"):
             flashcheck.attnres(values.clone().fill_(float("inf")), partial, queries)
         with self.assertRaisesRegex(RuntimeError, "eps must be finite and > 0"):
