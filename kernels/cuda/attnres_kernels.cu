@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 #include "kernels/cuda/attnres_lane_kernels.cuh"
@@ -117,26 +120,74 @@ void phase1_dispatch(const AttnResParams& p, const Layout& l, A&&... a) {
   }
 }
 
+// Version 6's ring depths (TokenRing): FLASHCHECK_ATTNRES_STAGES="F,B" overrides the forward's (1-3)
+// and the backward's (0-3) for measurements; otherwise the forward keeps 2 tokens ahead (1 for fp32,
+// whose slots are twice as large) and the backward 1 (a token's values and S do rows are 12 KiB per
+// warp at D = 512, S = 8: two slots would leave one block per SM), 0 where even one does not fit.
+struct RingDepths {
+  int forward = 0, backward = -1;  // 0 / -1: the defaults
+};
+RingDepths ring_depths_override() {
+  static const RingDepths depths = [] {
+    RingDepths d;
+    if (const char* env = std::getenv("FLASHCHECK_ATTNRES_STAGES")) {
+      if (std::sscanf(env, "%d,%d", &d.forward, &d.backward) != 2 || d.forward < 1 || d.forward > 3 || d.backward < 0 || d.backward > 3) {
+        throw std::runtime_error("FLASHCHECK_ATTNRES_STAGES: expected \"F,B\" with F in 1..3 and B in 0..3, got \"" + std::string(env) + "\"");
+      }
+    }
+    return d;
+  }();
+  return depths;
+}
+
+int optin_smem_limit(const char* name) {
+  int device = 0, limit = 0;
+  check_launch_result(cudaGetDevice(&device), name);
+  check_launch_result(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), name);
+  return limit;
+}
+
+// A persistent grid: as many blocks as fit on the device at once (the occupancy calculator with this
+// shared memory), at most one per `groups` of rows.
+template <class Kernel>
+unsigned persistent_blocks(Kernel kernel, int smem, std::int64_t rows, const Layout& l, const char* name) {
+  int device = 0, sms = 0, per_sm = 0;
+  check_launch_result(cudaGetDevice(&device), name);
+  check_launch_result(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), name);
+  check_launch_result(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * kLaneWarps, smem), name);
+  if (per_sm < 1) throw std::runtime_error(std::string(name) + ": no block fits on a multiprocessor");
+  return std::min<unsigned>(lane_blocks(rows, l), static_cast<unsigned>(sms) * per_sm);
+}
+
 template <Elem E, int K>
 struct Phase1Forward {
   static void run(const AttnResParams& p, const Layout& l, cudaStream_t stream) {
-    constexpr int NMAX = kLaneRowChunks / K;
-    const std::size_t floats = kLaneWarps * ((p.layers + 1) * NMAX + p.layers * NMAX + p.layers) + kLaneWarps;
-    const int smem = smem_for(attnres_phase1_forward_lane_kernel<E, K>, floats, "attnres phase 1 forward (lanes)");
-    attnres_phase1_forward_lane_kernel<E, K>
-        <<<lane_blocks(static_cast<std::int64_t>(p.batch) * p.tokens, l), 32 * kLaneWarps, smem, stream>>>(p, l.warps);
-    check_launch("attnres phase 1 forward (lanes)");
+    const char* name = "attnres phase 1 forward (lanes)";
+    const auto kernel = attnres_phase1_forward_lane_kernel<E, K>;
+    int stages = ring_depths_override().forward;
+    if (stages == 0) stages = E == Elem::f32 ? 2 : 3;
+    const std::size_t bytes = attnres_phase1_forward_smem<E, K>(p.layers, stages);
+    const int smem = smem_for(kernel, (bytes + 3) / 4, name);
+    kernel<<<persistent_blocks(kernel, smem, static_cast<std::int64_t>(p.batch) * p.tokens, l, name), 32 * kLaneWarps, smem, stream>>>(
+        p, l.warps, stages);
+    check_launch(name);
   }
 };
 template <Elem E, int K>
 struct Phase1Backward {
   static void run(const AttnResParams& p, const Layout& l, cudaStream_t stream) {
-    constexpr int NMAX = kLaneRowChunks / K;
-    const std::size_t floats = kLaneWarps * ((2 * p.layers + 1) * NMAX + 3 * p.layers * NMAX);
-    const int smem = smem_for(attnres_phase1_backward_lane_kernel<E, K>, floats, "attnres phase 1 backward (lanes)");
-    attnres_phase1_backward_lane_kernel<E, K>
-        <<<lane_blocks(static_cast<std::int64_t>(p.batch) * p.tokens, l), 32 * kLaneWarps, smem, stream>>>(p, l.warps);
-    check_launch("attnres phase 1 backward (lanes)");
+    const char* name = "attnres phase 1 backward (lanes)";
+    const auto kernel = attnres_phase1_backward_lane_kernel<E, K>;
+    const Elem gtype = p.d_values.type;
+    int stages = ring_depths_override().backward;
+    if (stages < 0) stages = 1;
+    const std::size_t limit = static_cast<std::size_t>(optin_smem_limit(name));
+    while (stages > 0 && attnres_phase1_backward_smem<K>(E, gtype, p.layers, stages) > limit) --stages;
+    const std::size_t bytes = attnres_phase1_backward_smem<K>(E, gtype, p.layers, stages);
+    const int smem = smem_for(kernel, (bytes + 3) / 4, name);
+    kernel<<<persistent_blocks(kernel, smem, static_cast<std::int64_t>(p.batch) * p.tokens, l, name), 32 * kLaneWarps, smem, stream>>>(
+        p, l.warps, stages);
+    check_launch(name);
   }
 };
 

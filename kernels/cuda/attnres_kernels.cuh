@@ -183,20 +183,28 @@ __device__ inline float warp_max(float v) {
 }
 
 // Entries c .. c + 7 of a row (c % 8 == 0, the row 16-byte aligned) as fp32.
-__device__ inline void load8(const void* row, Elem type, int c, float (&x)[8]) {
+// 8 entries as stored (16-byte pieces: two for fp32, one for the 16-bit formats) -> fp32.
+__device__ inline void unpack8(Elem type, uint4 a, uint4 b, float (&x)[8]) {
   if (type == Elem::f32) {
-    const float4* q = reinterpret_cast<const float4*>(static_cast<const float*>(row) + c);
-    const float4 a = q[0], b = q[1];
-    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+    const std::uint32_t u[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int k = 0; k < 8; ++k) x[k] = __uint_as_float(u[k]);
     return;
   }
-  const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(row) + c);
-  const std::uint32_t w[4] = {u.x, u.y, u.z, u.w};
+  const std::uint32_t w[4] = {a.x, a.y, a.z, a.w};
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const float2 f = type == Elem::bf16 ? Storage<__nv_bfloat16>::unpack(w[k]) : Storage<__half>::unpack(w[k]);
     x[2 * k] = f.x, x[2 * k + 1] = f.y;
   }
+}
+__device__ inline void load8(const void* row, Elem type, int c, float (&x)[8]) {
+  if (type == Elem::f32) {
+    const uint4* q = reinterpret_cast<const uint4*>(static_cast<const float*>(row) + c);
+    unpack8(type, q[0], q[1], x);
+    return;
+  }
+  unpack8(type, *reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(row) + c), uint4{}, x);
 }
 // Stores entries c .. c + 7 of a contiguous row rounded to nearest (cvt.rn: the host's RN).
 __device__ inline void store8(void* row, Elem type, int c, const float (&x)[8]) {

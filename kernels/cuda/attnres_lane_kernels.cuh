@@ -93,35 +93,47 @@ __device__ inline float group_total(const float* part, int stride, const LanePla
   return t;
 }
 
+// The staging areas of version 6 (shared memory, filled by cp.async): row chunks of 8 entries per lane,
+// lane-minor: 16-byte piece u of chunk slot c of lane l at uint4 index (c pieces + u) 32 + l, so a warp's
+// accesses are 512 contiguous bytes (conflict-free), and a lane writes and reads back only its own
+// pieces: cp.async.wait_group is all the synchronisation a slot needs, no barrier.
+__host__ __device__ constexpr int pieces_of(Elem type) { return type == Elem::f32 ? 2 : 1; }
+// cp.async of the 8 entries at `c` of a row into chunk slot `slot` of `area`
+__device__ inline void stage8(uint4* area, int slot, const void* row, Elem type, int c, int lane) {
+  const int u = pieces_of(type);
+  const auto* src = static_cast<const unsigned char*>(row) + static_cast<std::int64_t>(c) * (type == Elem::f32 ? 4 : 2);
+  for (int j = 0; j < u; ++j) cp_async_16(area + (slot * u + j) * 32 + lane, src + 16 * j, 16);
+}
+// chunk slot `slot` of `area` (written by this lane's stage8) as fp32
+__device__ inline void staged8(const uint4* area, int slot, Elem type, int lane, float (&x)[8]) {
+  const int u = pieces_of(type);
+  unpack8(type, area[slot * u * 32 + lane], u == 2 ? area[(slot * u + 1) * 32 + lane] : uint4{}, x);
+}
+
 // 8 entries as stored -> fp32 (the values' format known at compile time: the loads of every row chunk
 // issue before the first conversion).
 template <Elem E>
 struct Raw8 {
-  uint4 w[E == Elem::f32 ? 2 : 1];
+  static constexpr int kPieces = pieces_of(E);
+  uint4 w[kPieces];
   __device__ void load(const void* row, int c) {
-    if constexpr (E == Elem::f32) {
-      const uint4* q = reinterpret_cast<const uint4*>(static_cast<const float*>(row) + c);
-      w[0] = q[0], w[1] = q[1];
-    } else {
-      w[0] = *reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(row) + c);
-    }
+    const auto* src = static_cast<const unsigned char*>(row) + static_cast<std::int64_t>(c) * (E == Elem::f32 ? 4 : 2);
+#pragma unroll
+    for (int j = 0; j < kPieces; ++j) w[j] = reinterpret_cast<const uint4*>(src)[j];
+  }
+  __device__ void load_staged(const uint4* area, int slot, int lane) {
+#pragma unroll
+    for (int j = 0; j < kPieces; ++j) w[j] = area[(slot * kPieces + j) * 32 + lane];
   }
   __device__ void zero() {
 #pragma unroll
     for (auto& x : w) x = make_uint4(0, 0, 0, 0);
   }
   __device__ void to_float(float (&x)[8]) const {
-    if constexpr (E == Elem::f32) {
-      const std::uint32_t u[8] = {w[0].x, w[0].y, w[0].z, w[0].w, w[1].x, w[1].y, w[1].z, w[1].w};
-#pragma unroll
-      for (int k = 0; k < 8; ++k) x[k] = __uint_as_float(u[k]);
+    if constexpr (kPieces == 2) {
+      unpack8(E, w[0], w[1], x);
     } else {
-      const std::uint32_t u[4] = {w[0].x, w[0].y, w[0].z, w[0].w};
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float2 f = E == Elem::bf16 ? Storage<__nv_bfloat16>::unpack(u[k]) : Storage<__half>::unpack(u[k]);
-        x[2 * k] = f.x, x[2 * k + 1] = f.y;
-      }
+      unpack8(E, w[0], uint4{}, x);
     }
   }
 };
@@ -196,19 +208,24 @@ __device__ inline void store_lane_row(const AttnResOut& out, std::int64_t row, i
 }
 
 // A token's N value rows in the lane layout, for the forward and the backward alike (the backward's
-// logits must repeat the forward's sequence bit for bit): every row chunk's 16-byte load issued before
-// any is used, converted to fp32 into x (zeros past N and D), NaN/Inf flagged into bad, and each row's
-// ||v_i||^2 summed over the warp into part[0 .. NMAX).
+// logits must repeat the forward's sequence bit for bit): every row chunk read (from `staged`, where
+// stage_token_rows put them, or else from global memory, every 16-byte load issued before any is used),
+// converted to fp32 into x (zeros past N and D), NaN/Inf flagged into bad, and each row's ||v_i||^2
+// summed over the warp into part[0 .. NMAX).
 template <Elem E, int K, int NMAX>
 __device__ inline void load_token_rows(const AttnResParams& p, int b, int t, bool active, const LanePlace& at, float (&x)[NMAX][K][8],
-                                       float& bad, float* part) {
+                                       float& bad, float* part, const uint4* staged = nullptr) {
   Raw8<E> raw[NMAX][K];
 #pragma unroll
   for (int i = 0; i < NMAX; ++i) {
 #pragma unroll
     for (int kk = 0; kk < K; ++kk) {
       if (active && i < p.sources && at.entry(kk) < p.dim) {
-        raw[i][kk].load(row_ptr(p.values, i, b, t), at.entry(kk));
+        if (staged) {
+          raw[i][kk].load_staged(staged, i * K + kk, at.lane);
+        } else {
+          raw[i][kk].load(row_ptr(p.values, i, b, t), at.entry(kk));
+        }
       } else {
         raw[i][kk].zero();
       }
@@ -228,226 +245,335 @@ __device__ inline void load_token_rows(const AttnResParams& p, int b, int t, boo
   }
   warp_sums_to(sq, at.lane, part);
 }
+// The cp.async copies of a token's value rows into chunk slots i K + kk of `area` (load_token_rows'
+// `staged`): NMAX K slots of pieces_of(E) uint4 per lane.
+template <Elem E, int K, int NMAX>
+__device__ inline void stage_token_rows(const AttnResParams& p, int b, int t, const LanePlace& at, uint4* area) {
+#pragma unroll
+  for (int i = 0; i < NMAX; ++i) {
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) {
+      if (i < p.sources && at.entry(kk) < p.dim) stage8(area, i * K + kk, row_ptr(p.values, i, b, t), E, at.entry(kk), at.lane);
+    }
+  }
+}
+
+// Version 6's token loop (phase 1, forward and backward): a persistent grid, group g of block x taking
+// tokens x G + g, then + gridDim.x G, ... (G groups per block: every group of a block runs the same
+// iterations, so the group barriers stay uniform). A token's rows are staged `stages` - 1 tokens ahead
+// (cp.async into a ring of `stages` slots per warp), so a warp's next loads run under its current work.
+struct TokenRing {
+  int stages;       // 1: no prefetch (the token's own loads, all at once); 2 or 3
+  int slot_uint4;   // one slot's uint4 per warp
+  uint4* base;      // this warp's ring
+  __device__ uint4* slot(int j) const { return base + j * slot_uint4; }
+  __device__ void wait_current() const {  // all but the stages - 1 newest groups complete
+    if (stages >= 3) {
+      cp_async_wait<2>();
+    } else if (stages == 2) {
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+  }
+};
 
 // --- phase 1 ------------------------------------------------------------------------------------------
-// grid (ceil(B T / (8 / W))), block 8 warps, a token per group of W warps. Shared: per warp `part`
-// [(S + 1) NMAX] (its sums of ||v_i||^2, then of w_s . v_i), then per warp the weights exp(s_i - m)
-// [S][NMAX] and l [S], then store_lane_row's kLaneWarps floats.
+// Persistent grid (TokenRing), block 8 warps, a token per group of W warps. Shared: each warp's ring of
+// `stages` slots of N K chunks (attnres_phase1_forward_smem), then per warp `part` [(S + 1) NMAX] (its
+// sums of ||v_i||^2, then of w_s . v_i), then per warp the weights p_i = exp(s_i - m) / l [S][NMAX],
+// then store_lane_row's kLaneWarps floats.
 template <Elem E, int K>
-__global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_forward_lane_kernel(const AttnResParams p, int W) {
+__host__ __device__ constexpr int phase1_slot_uint4() {
+  return kLaneRowChunks * pieces_of(E) * 32;
+}
+template <Elem E, int K>
+__host__ __device__ constexpr std::size_t attnres_phase1_forward_smem(int S, int stages) {
+  constexpr int NMAX = kLaneRowChunks / K;
+  return static_cast<std::size_t>(kLaneWarps) * stages * phase1_slot_uint4<E, K>() * 16 +
+         (static_cast<std::size_t>(kLaneWarps) * ((S + 1) * NMAX + S * NMAX) + kLaneWarps) * sizeof(float);
+}
+
+template <Elem E, int K>
+__global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_forward_lane_kernel(const AttnResParams p, int W, int stages) {
   constexpr int NMAX = kLaneRowChunks / K;
   extern __shared__ float smem[];
   const int S = p.layers, N = p.sources, D = p.dim, BT = p.batch * p.tokens;
   const LanePlace at(W);
-  const int bt = blockIdx.x * at.groups() + at.group;
-  const bool active = bt < BT;
-  const int b = active ? bt / p.tokens : 0, t = active ? bt % p.tokens : 0;
+  const TokenRing ring{stages, phase1_slot_uint4<E, K>(), reinterpret_cast<uint4*>(smem) + at.warp() * stages * phase1_slot_uint4<E, K>()};
+  float* scratch = smem + kLaneWarps * stages * phase1_slot_uint4<E, K>() * 4;
   const int stride = (S + 1) * NMAX;
-  float* part = smem + at.warp() * stride;
-  float* weight = smem + kLaneWarps * stride + at.warp() * (S * NMAX + S);
-  float* lsum = weight + S * NMAX;
-  float* red = smem + kLaneWarps * (stride + S * NMAX + S);
+  float* part = scratch + at.warp() * stride;
+  float* weight = scratch + kLaneWarps * stride + at.warp() * S * NMAX;
+  float* red = scratch + kLaneWarps * (stride + S * NMAX);
 
-  float x[NMAX][K][8], bad_v = 0.f, bad_w = 0.f;
-  load_token_rows<E, K>(p, b, t, active, at, x, bad_v, part);
-  const bool check_w = blockIdx.x == 0 && at.group == 0;  // (one group reads every query entry)
-  for (int s = 0; s < S; ++s) {
-    float acc[NMAX];
-#pragma unroll
-    for (int i = 0; i < NMAX; ++i) acc[i] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < K; ++kk) {
-      if (at.entry(kk) >= D) continue;
-      float w[8];
-      load8(row_ptr(p.queries, 0, 0, s), p.queries.type, at.entry(kk), w);
-      if (check_w) flag_nonfinite(bad_w, w);
-#pragma unroll
-      for (int i = 0; i < NMAX; ++i) acc[i] = dot8(acc[i], w, x[i][kk]);
+  const int groups = at.groups(), step = gridDim.x * groups;
+  const auto issue = [&](int first, int slot) {
+    const int bt = first + at.group;
+    if (bt < BT) stage_token_rows<E, K, NMAX>(p, bt / p.tokens, bt % p.tokens, at, ring.slot(slot));
+    cp_async_commit();  // (an empty group past the end keeps wait_current's count)
+  };
+  int first = blockIdx.x * groups;
+  for (int j = 0; j + 1 < stages; ++j) issue(first + j * step, j);
+  float bad_v = 0.f, bad_w = 0.f;
+  bool check_w = blockIdx.x == 0 && at.group == 0;  // (one group reads every query entry once)
+  for (int slot = 0; first < BT; first += step, slot = slot + 1 == stages ? 0 : slot + 1) {
+    if (stages > 1) issue(first + (stages - 1) * step, slot == 0 ? stages - 1 : slot - 1);  // the slot read last time
+    const int bt = first + at.group;
+    const bool active = bt < BT;
+    const int b = active ? bt / p.tokens : 0, t = active ? bt % p.tokens : 0;
+    if (stages == 1) {
+      if (active) stage_token_rows<E, K, NMAX>(p, b, t, at, ring.slot(0));
+      cp_async_commit();
     }
-    warp_sums_to(acc, at.lane, part + (1 + s) * NMAX);
-  }
-  report_nonfinite(p.nonfinite, nonfinite_bit(bad_v, kNonfiniteValues) | nonfinite_bit(bad_w, kNonfiniteQueries));
-  group_sync(W);
-  // per layer (lane s of every warp, each for itself): the logits, m, the weights, l, and lse
-  for (int s = at.lane; s < S; s += 32) {
-    float logit[NMAX], m = -INFINITY;
+    ring.wait_current();
+    group_sync(W);  // (the previous token's readers of part and weight are done)
+    float x[NMAX][K][8];
+    load_token_rows<E, K>(p, b, t, active, at, x, bad_v, part, ring.slot(slot));
+    for (int s = 0; s < S; ++s) {
+      float acc[NMAX];
 #pragma unroll
-    for (int i = 0; i < NMAX; ++i) {
-      if (i < N) {
-        const float ri = rms_inverse(group_total(smem, stride, at, i), D, p.eps);
-        logit[i] = ri * group_total(smem, stride, at, (1 + s) * NMAX + i);
-        m = fmaxf(m, logit[i]);
+      for (int i = 0; i < NMAX; ++i) acc[i] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < K; ++kk) {
+        if (at.entry(kk) >= D) continue;
+        float w[8];
+        load8(row_ptr(p.queries, 0, 0, s), p.queries.type, at.entry(kk), w);
+        if (check_w) flag_nonfinite(bad_w, w);
+#pragma unroll
+        for (int i = 0; i < NMAX; ++i) acc[i] = dot8(acc[i], w, x[i][kk]);
       }
+      warp_sums_to(acc, at.lane, part + (1 + s) * NMAX);
     }
-    float l = 0.f;
-#pragma unroll
-    for (int i = 0; i < NMAX; ++i) {
-      if (i < N) {
-        const float e = expf(logit[i] - m);
-        weight[s * NMAX + i] = e, l += e;
-      }
-    }
-    lsum[s] = l;
-    if (active && at.in_group == 0) p.lse[static_cast<std::int64_t>(s) * BT + bt] = m + logf(l);
-  }
-  __syncwarp();
-  for (int s = 0; s < S; ++s) {  // o_s = sum_i e_i v_i / l, sources in order, from the registers
-    float o[K][8];
-#pragma unroll
-    for (int kk = 0; kk < K; ++kk) {
-#pragma unroll
-      for (int k = 0; k < 8; ++k) o[kk][k] = 0.f;
+    check_w = false;
+    group_sync(W);
+    // per layer (lane s of every warp, each for itself): the logits, m, exp(s_i - m), l, the weights, lse
+    for (int s = at.lane; s < S; s += 32) {
+      float logit[NMAX], e[NMAX], m = -INFINITY, l = 0.f;
 #pragma unroll
       for (int i = 0; i < NMAX; ++i) {
         if (i < N) {
-          const float e = weight[s * NMAX + i];
-#pragma unroll
-          for (int k = 0; k < 8; ++k) o[kk][k] = fmaf(e, x[i][kk][k], o[kk][k]);
+          const float ri = rms_inverse(group_total(scratch, stride, at, i), D, p.eps);
+          logit[i] = ri * group_total(scratch, stride, at, (1 + s) * NMAX + i);
+          m = fmaxf(m, logit[i]);
         }
       }
-      const float inv_l = 1.f / lsum[s];  // (a multiply per entry, not a division: an IEEE division is ~10 instructions)
 #pragma unroll
-      for (int k = 0; k < 8; ++k) o[kk][k] *= inv_l;
+      for (int i = 0; i < NMAX; ++i) {
+        if (i < N) e[i] = expf(logit[i] - m), l += e[i];
+      }
+      // o = sum_i (e_i / l) v_i: the weights normalised once per layer rather than o scaled per entry
+      const float inv_l = 1.f / l;
+#pragma unroll
+      for (int i = 0; i < NMAX; ++i) {
+        if (i < N) weight[s * NMAX + i] = e[i] * inv_l;
+      }
+      if (active && at.in_group == 0) p.lse[static_cast<std::int64_t>(s) * BT + bt] = m + logf(l);
     }
-    store_lane_row<K>(p.o, static_cast<std::int64_t>(s) * BT + bt, D, o, at, active, p.rounding, p.o_stream, red);
+    __syncwarp();
+    for (int s = 0; s < S; ++s) {  // o_s = sum_i p_i v_i, sources in order, from the registers
+      float o[K][8];
+#pragma unroll
+      for (int kk = 0; kk < K; ++kk) {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) o[kk][k] = 0.f;
+#pragma unroll
+        for (int i = 0; i < NMAX; ++i) {
+          if (i < N) {
+            const float pi = weight[s * NMAX + i];
+#pragma unroll
+            for (int k = 0; k < 8; ++k) o[kk][k] = fmaf(pi, x[i][kk][k], o[kk][k]);
+          }
+        }
+      }
+      store_lane_row<K>(p.o, static_cast<std::int64_t>(s) * BT + bt, D, o, at, active, p.rounding, p.o_stream, red);
+    }
   }
+  cp_async_wait<0>();
+  report_nonfinite(p.nonfinite, nonfinite_bit(bad_v, kNonfiniteValues) | nonfinite_bit(bad_w, kNonfiniteQueries));
 }
 
-// grid as the forward; shared: per warp `part` [(2 S + 1) NMAX] (||v_i||^2, w_s . v_i, do_s . v_i), then
-// per warp prob, ds, coef [S][NMAX] each. Writes d_values and the dw coefficients ds_i r_i
-// ([B T][S][N] after the chunk partials in dw_phase1).
+// Grid and token loop as the forward (TokenRing; stages 0: no staging, every row read from global memory
+// as version 5 did, for shapes whose slots do not fit). A slot holds the token's N K value chunks, then
+// its S K chunks of do (the gradient format): read twice (the dot products do_s . v_i, then d_values),
+// from shared memory. Shared after the rings: per warp `part` [(2 S + 1) NMAX] (||v_i||^2, w_s . v_i,
+// do_s . v_i), then per warp prob, ds, coef [S][NMAX] each. Writes d_values and the dw coefficients
+// ds_i r_i ([B T][S][N] after the chunk partials in dw_phase1).
+__host__ __device__ inline int phase1_backward_slot_uint4(Elem values, Elem grads, int S, int K) {
+  return (kLaneRowChunks * pieces_of(values) + S * K * pieces_of(grads)) * 32;
+}
+template <int K>
+__host__ __device__ inline std::size_t attnres_phase1_backward_smem(Elem values, Elem grads, int S, int stages) {
+  constexpr int NMAX = kLaneRowChunks / K;
+  return static_cast<std::size_t>(kLaneWarps) * stages * phase1_backward_slot_uint4(values, grads, S, K) * 16 +
+         static_cast<std::size_t>(kLaneWarps) * ((2 * S + 1) * NMAX + 3 * S * NMAX) * sizeof(float);
+}
 template <Elem E, int K>
-__global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_lane_kernel(const AttnResParams p, int W) {
+__global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_lane_kernel(const AttnResParams p, int W, int stages) {
   constexpr int NMAX = kLaneRowChunks / K;
   constexpr int IB = NMAX < 4 ? NMAX : 4;  // sources per pass of the d_values loop (its accumulators)
   extern __shared__ float smem[];
   const int S = p.layers, N = p.sources, D = p.dim, BT = p.batch * p.tokens;
   const LanePlace at(W);
-  const int bt = blockIdx.x * at.groups() + at.group;
-  const bool active = bt < BT;
-  const int b = active ? bt / p.tokens : 0, t = active ? bt % p.tokens : 0;
+  const Elem gtype = p.d_values.type;  // do is stored in the gradient format
+  const int slot_uint4 = phase1_backward_slot_uint4(E, gtype, S, K), values_uint4 = kLaneRowChunks * pieces_of(E) * 32;
+  const TokenRing ring{stages, slot_uint4, reinterpret_cast<uint4*>(smem) + at.warp() * stages * slot_uint4};
+  float* scratch = smem + kLaneWarps * stages * slot_uint4 * 4;
   const int stride = (2 * S + 1) * NMAX;
-  float* part = smem + at.warp() * stride;
-  const float* parts = smem;
-  float* prob = smem + kLaneWarps * stride + at.warp() * 3 * S * NMAX;
+  float* part = scratch + at.warp() * stride;
+  const float* parts = scratch;
+  float* prob = scratch + kLaneWarps * stride + at.warp() * 3 * S * NMAX;
   float* ds = prob + S * NMAX;
   float* coef = ds + S * NMAX;
-  const Elem gtype = p.d_values.type;  // do is stored in the gradient format
-  const auto do_row = [&](int s) {
+  const auto do_row = [&](int s, int bt) {
     return static_cast<const unsigned char*>(p.d_o) + (static_cast<std::int64_t>(s) * BT + bt) * D * (gtype == Elem::f32 ? 4 : 2);
   };
-
-  float x[NMAX][K][8], bad_v = 0.f, bad_w = 0.f;
-  load_token_rows<E, K>(p, b, t, active, at, x, bad_v, part);
-  const bool check_w = blockIdx.x == 0 && at.group == 0;  // (one group reads every query entry)
-  float bad_g = 0.f;
-  for (int s = 0; s < S; ++s) {
-    float acc[2 * NMAX];  // w_s . v_i (the forward's sequence), then do_s . v_i
+  const auto stage = [&](int bt, uint4* area) {  // the token's value rows, then its do rows
+    stage_token_rows<E, K, NMAX>(p, bt / p.tokens, bt % p.tokens, at, area);
+    for (int s = 0; s < S; ++s) {
 #pragma unroll
-    for (int i = 0; i < 2 * NMAX; ++i) acc[i] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < K; ++kk) {
-      if (at.entry(kk) >= D) continue;
-      float w[8], g[8];
-      load8(row_ptr(p.queries, 0, 0, s), p.queries.type, at.entry(kk), w);
-      if (check_w) flag_nonfinite(bad_w, w);
-      if (active) {
-        load8(do_row(s), gtype, at.entry(kk), g);
-        flag_nonfinite(bad_g, g);
-      } else {
+      for (int kk = 0; kk < K; ++kk) {
+        if (at.entry(kk) < D) stage8(area + values_uint4, s * K + kk, do_row(s, bt), gtype, at.entry(kk), at.lane);
+      }
+    }
+  };
+  const auto issue = [&](int first, int slot) {
+    const int bt = first + at.group;
+    if (bt < BT) stage(bt, ring.slot(slot));
+    cp_async_commit();
+  };
+  const int groups = at.groups(), step = gridDim.x * groups;
+  int first = blockIdx.x * groups;
+  for (int j = 0; j + 1 < stages; ++j) issue(first + j * step, j);
+  float bad_v = 0.f, bad_w = 0.f, bad_g = 0.f;
+  unsigned bits = 0;
+  bool check_w = blockIdx.x == 0 && at.group == 0;  // (one group reads every query entry once)
+  for (int slot = 0; first < BT; first += step, slot = slot + 1 == stages ? 0 : slot + 1) {
+    if (stages > 1) issue(first + (stages - 1) * step, slot == 0 ? stages - 1 : slot - 1);
+    const int bt = first + at.group;
+    const bool active = bt < BT;
+    const int b = active ? bt / p.tokens : 0, t = active ? bt % p.tokens : 0;
+    if (stages == 1) {
+      if (active) stage(bt, ring.slot(0));
+      cp_async_commit();
+    }
+    if (stages > 0) ring.wait_current();
+    group_sync(W);  // (the previous token's readers of the shared sums are done)
+    const uint4* values_area = stages > 0 ? ring.slot(slot) : nullptr;
+    const uint4* do_area = stages > 0 ? ring.slot(slot) + values_uint4 : nullptr;
+    // do_s's 8 entries of chunk kk (zeros for an inactive group)
+    const auto grad8 = [&](int s, int kk, float (&g)[8]) {
+      if (!active) {
 #pragma unroll
         for (int k = 0; k < 8; ++k) g[k] = 0.f;
+      } else if (do_area) {
+        staged8(do_area, s * K + kk, gtype, at.lane, g);
+      } else {
+        load8(do_row(s, bt), gtype, at.entry(kk), g);
       }
+    };
+    float x[NMAX][K][8];
+    load_token_rows<E, K>(p, b, t, active, at, x, bad_v, part, values_area);
+    for (int s = 0; s < S; ++s) {
+      float acc[2 * NMAX];  // w_s . v_i (the forward's sequence), then do_s . v_i
 #pragma unroll
-      for (int i = 0; i < NMAX; ++i) acc[i] = dot8(acc[i], w, x[i][kk]), acc[NMAX + i] = dot8(acc[NMAX + i], g, x[i][kk]);
-    }
-    float wv[NMAX], gv[NMAX];
+      for (int i = 0; i < 2 * NMAX; ++i) acc[i] = 0.f;
 #pragma unroll
-    for (int i = 0; i < NMAX; ++i) wv[i] = acc[i], gv[i] = acc[NMAX + i];
-    warp_sums_to(wv, at.lane, part + (1 + s) * NMAX);
-    warp_sums_to(gv, at.lane, part + (1 + S + s) * NMAX);
-  }
-  group_sync(W);
-  unsigned bits = nonfinite_bit(bad_v, kNonfiniteValues) | nonfinite_bit(bad_w, kNonfiniteQueries) | nonfinite_bit(bad_g, kNonfiniteDo);
-  // per layer (lane s of every warp, each for itself): p_i, a_i, abar, ds_i, the coefficients
-  for (int s = at.lane; s < S; s += 32) {
-    const std::int64_t row = static_cast<std::int64_t>(s) * BT + bt;
-    const float lse = active ? p.lse_in[row] : 0.f, dlse = active ? p.d_lse[row] : 0.f;
-    bits |= (isfinite(lse) ? 0u : kNonfiniteLse) | (isfinite(dlse) ? 0u : kNonfiniteDlse);
-    float abar = 0.f;
-    for (int i = 0; i < N; ++i) {
-      const float ri = rms_inverse(group_total(parts, stride, at, i), D, p.eps);
-      const float logit = ri * group_total(parts, stride, at, (1 + s) * NMAX + i);
-      const float a = group_total(parts, stride, at, (1 + S + s) * NMAX + i);
-      const float pi = expf(logit - lse);
-      prob[s * NMAX + i] = pi, ds[s * NMAX + i] = a;  // (a for now)
-      coef[s * NMAX + i] = logit * ri * ri / static_cast<float>(D);
-      abar += pi * a;
-    }
-    for (int i = 0; i < N; ++i) {
-      const float dsi = prob[s * NMAX + i] * (ds[s * NMAX + i] - abar + dlse);
-      ds[s * NMAX + i] = dsi;
-      if (active && at.in_group == 0) {
-        const float ri = rms_inverse(group_total(parts, stride, at, i), D, p.eps);
-        p.dw_phase1[static_cast<std::int64_t>(attnres_chunk_count(BT)) * S * D + (static_cast<std::int64_t>(bt) * S + s) * N + i] = dsi * ri;
-      }
-    }
-  }
-  __syncwarp();
-  report_nonfinite(p.nonfinite, bits);
-  float r[NMAX];
-#pragma unroll
-  for (int i = 0; i < NMAX; ++i) r[i] = i < N ? rms_inverse(group_total(parts, stride, at, i), D, p.eps) : 0.f;
-  const bool plain = !p.rounding.stochastic;  // (d_values has no scales)
-  // dv_i = sum_s p_i do_s + ds_i (r_i w_s - coef_i v_i), layers in order; IB sources per pass
-#pragma unroll
-  for (int ib = 0; ib < NMAX; ib += IB) {
-    if (ib >= N) break;
-#pragma unroll
-    for (int kk = 0; kk < K; ++kk) {
-      if (at.entry(kk) >= D) continue;
-      float dv[IB][8];
-#pragma unroll
-      for (int j = 0; j < IB; ++j) {
-#pragma unroll
-        for (int k = 0; k < 8; ++k) dv[j][k] = 0.f;
-      }
-      for (int s = 0; s < S; ++s) {
+      for (int kk = 0; kk < K; ++kk) {
+        if (at.entry(kk) >= D) continue;
         float w[8], g[8];
         load8(row_ptr(p.queries, 0, 0, s), p.queries.type, at.entry(kk), w);
-        if (active) {
-          load8(do_row(s), gtype, at.entry(kk), g);
-        } else {
+        if (check_w) flag_nonfinite(bad_w, w);
+        grad8(s, kk, g);
+        flag_nonfinite(bad_g, g);
 #pragma unroll
-          for (int k = 0; k < 8; ++k) g[k] = 0.f;
+        for (int i = 0; i < NMAX; ++i) acc[i] = dot8(acc[i], w, x[i][kk]), acc[NMAX + i] = dot8(acc[NMAX + i], g, x[i][kk]);
+      }
+      float wv[NMAX], gv[NMAX];
+#pragma unroll
+      for (int i = 0; i < NMAX; ++i) wv[i] = acc[i], gv[i] = acc[NMAX + i];
+      warp_sums_to(wv, at.lane, part + (1 + s) * NMAX);
+      warp_sums_to(gv, at.lane, part + (1 + S + s) * NMAX);
+    }
+    check_w = false;
+    group_sync(W);
+    // per layer (lane s of every warp, each for itself): p_i, a_i, abar, ds_i, the coefficients
+    for (int s = at.lane; s < S; s += 32) {
+      const std::int64_t row = static_cast<std::int64_t>(s) * BT + bt;
+      const float lse = active ? p.lse_in[row] : 0.f, dlse = active ? p.d_lse[row] : 0.f;
+      bits |= (isfinite(lse) ? 0u : kNonfiniteLse) | (isfinite(dlse) ? 0u : kNonfiniteDlse);
+      float abar = 0.f;
+      for (int i = 0; i < N; ++i) {
+        const float ri = rms_inverse(group_total(parts, stride, at, i), D, p.eps);
+        const float logit = ri * group_total(parts, stride, at, (1 + s) * NMAX + i);
+        const float a = group_total(parts, stride, at, (1 + S + s) * NMAX + i);
+        const float pi = expf(logit - lse);
+        prob[s * NMAX + i] = pi, ds[s * NMAX + i] = a;  // (a for now)
+        coef[s * NMAX + i] = logit * ri * ri / static_cast<float>(D);
+        abar += pi * a;
+      }
+      for (int i = 0; i < N; ++i) {
+        const float dsi = prob[s * NMAX + i] * (ds[s * NMAX + i] - abar + dlse);
+        ds[s * NMAX + i] = dsi;
+        if (active && at.in_group == 0) {
+          const float ri = rms_inverse(group_total(parts, stride, at, i), D, p.eps);
+          p.dw_phase1[static_cast<std::int64_t>(attnres_chunk_count(BT)) * S * D + (static_cast<std::int64_t>(bt) * S + s) * N + i] = dsi * ri;
         }
+      }
+    }
+    __syncwarp();
+    float r[NMAX];
+#pragma unroll
+    for (int i = 0; i < NMAX; ++i) r[i] = i < N ? rms_inverse(group_total(parts, stride, at, i), D, p.eps) : 0.f;
+    const bool plain = !p.rounding.stochastic;  // (d_values has no scales)
+    // dv_i = sum_s p_i do_s + ds_i (r_i w_s - coef_i v_i), layers in order; IB sources per pass
+#pragma unroll
+    for (int ib = 0; ib < NMAX; ib += IB) {
+      if (ib >= N) break;
+#pragma unroll
+      for (int kk = 0; kk < K; ++kk) {
+        if (at.entry(kk) >= D) continue;
+        float dv[IB][8];
+#pragma unroll
+        for (int j = 0; j < IB; ++j) {
+#pragma unroll
+          for (int k = 0; k < 8; ++k) dv[j][k] = 0.f;
+        }
+        for (int s = 0; s < S; ++s) {
+          float w[8], g[8];
+          load8(row_ptr(p.queries, 0, 0, s), p.queries.type, at.entry(kk), w);
+          grad8(s, kk, g);
+#pragma unroll
+          for (int j = 0; j < IB; ++j) {
+            const int i = ib + j;
+            if (i >= N) continue;
+            const float pi = prob[s * NMAX + i], dsi = ds[s * NMAX + i], ci = coef[s * NMAX + i];
+#pragma unroll
+            for (int k = 0; k < 8; ++k) dv[j][k] += pi * g[k] + dsi * (r[i] * w[k] - ci * x[i][kk][k]);
+          }
+        }
+        if (!active) continue;
 #pragma unroll
         for (int j = 0; j < IB; ++j) {
           const int i = ib + j;
           if (i >= N) continue;
-          const float pi = prob[s * NMAX + i], dsi = ds[s * NMAX + i], ci = coef[s * NMAX + i];
+          const std::int64_t vrow = static_cast<std::int64_t>(i) * BT + bt;
+          if (plain) {
+            store8(static_cast<unsigned char*>(p.d_values.data) + vrow * D * (gtype == Elem::f32 ? 4 : 2), gtype, at.entry(kk), dv[j]);
+          } else {
 #pragma unroll
-          for (int k = 0; k < 8; ++k) dv[j][k] += pi * g[k] + dsi * (r[i] * w[k] - ci * x[i][kk][k]);
-        }
-      }
-      if (!active) continue;
-#pragma unroll
-      for (int j = 0; j < IB; ++j) {
-        const int i = ib + j;
-        if (i >= N) continue;
-        const std::int64_t vrow = static_cast<std::int64_t>(i) * BT + bt;
-        if (plain) {
-          store8(static_cast<unsigned char*>(p.d_values.data) + vrow * D * (gtype == Elem::f32 ? 4 : 2), gtype, at.entry(kk), dv[j]);
-        } else {
-#pragma unroll
-          for (int k = 0; k < 8; ++k) {
-            const std::int64_t e = vrow * D + at.entry(kk) + k;
-            store_elem(p.d_values.data, gtype, e, dv[j][k], p.rounding, p.d_values_stream, static_cast<std::uint64_t>(e));
+            for (int k = 0; k < 8; ++k) {
+              const std::int64_t e = vrow * D + at.entry(kk) + k;
+              store_elem(p.d_values.data, gtype, e, dv[j][k], p.rounding, p.d_values_stream, static_cast<std::uint64_t>(e));
+            }
           }
         }
       }
     }
   }
+  if (stages > 0) cp_async_wait<0>();
+  bits |= nonfinite_bit(bad_v, kNonfiniteValues) | nonfinite_bit(bad_w, kNonfiniteQueries) | nonfinite_bit(bad_g, kNonfiniteDo);
+  report_nonfinite(p.nonfinite, bits);
 }
 
 // Entries c, c + 1 of a row (c even, the row 8-byte aligned) as fp32.
