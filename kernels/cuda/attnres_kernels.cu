@@ -166,7 +166,7 @@ struct Phase1Forward {
     const auto kernel = attnres_phase1_forward_lane_kernel<E, K>;
     int stages = ring_depths_override().forward;
     if (stages == 0) stages = E == Elem::f32 ? 2 : 3;
-    const std::size_t bytes = attnres_phase1_forward_smem<E, K>(p.layers, stages);
+    const std::size_t bytes = attnres_phase1_forward_smem<E, K>(p, stages);
     const int smem = smem_for(kernel, (bytes + 3) / 4, name);
     kernel<<<persistent_blocks(kernel, smem, static_cast<std::int64_t>(p.batch) * p.tokens, l, name), 32 * kLaneWarps, smem, stream>>>(
         p, l.warps, stages);
@@ -182,8 +182,8 @@ struct Phase1Backward {
     int stages = ring_depths_override().backward;
     if (stages < 0) stages = 1;
     const std::size_t limit = static_cast<std::size_t>(optin_smem_limit(name));
-    while (stages > 0 && attnres_phase1_backward_smem<K>(E, gtype, p.layers, stages) > limit) --stages;
-    const std::size_t bytes = attnres_phase1_backward_smem<K>(E, gtype, p.layers, stages);
+    while (stages > 0 && attnres_phase1_backward_smem<K>(p, E, gtype, stages) > limit) --stages;
+    const std::size_t bytes = attnres_phase1_backward_smem<K>(p, E, gtype, stages);
     const int smem = smem_for(kernel, (bytes + 3) / 4, name);
     kernel<<<persistent_blocks(kernel, smem, static_cast<std::int64_t>(p.batch) * p.tokens, l, name), 32 * kLaneWarps, smem, stream>>>(
         p, l.warps, stages);

@@ -212,7 +212,7 @@ __device__ inline void store_lane_row(const AttnResOut& out, std::int64_t row, i
 // stage_token_rows put them, or else from global memory, every 16-byte load issued before any is used),
 // converted to fp32 into x (zeros past N and D), NaN/Inf flagged into bad, and each row's ||v_i||^2
 // summed over the warp into part[0 .. NMAX).
-template <Elem E, int K, int NMAX>
+template <bool Staged, Elem E, int K, int NMAX>
 __device__ inline void load_token_rows(const AttnResParams& p, int b, int t, bool active, const LanePlace& at, float (&x)[NMAX][K][8],
                                        float& bad, float* part, const uint4* staged = nullptr) {
   Raw8<E> raw[NMAX][K];
@@ -221,7 +221,7 @@ __device__ inline void load_token_rows(const AttnResParams& p, int b, int t, boo
 #pragma unroll
     for (int kk = 0; kk < K; ++kk) {
       if (active && i < p.sources && at.entry(kk) < p.dim) {
-        if (staged) {
+        if constexpr (Staged) {
           raw[i][kk].load_staged(staged, i * K + kk, at.lane);
         } else {
           raw[i][kk].load(row_ptr(p.values, i, b, t), at.entry(kk));
@@ -278,6 +278,38 @@ struct TokenRing {
   }
 };
 
+// The pseudo-queries as fp32 in shared memory (S D floats after the rings), converted once per block
+// where they fit, since a persistent block reads every entry once per token (16-byte loads from L1 and a
+// conversion per entry otherwise). Block 0 flags NaN/Inf in them as it converts.
+constexpr int kStagedQueryFloats = 8192;
+__host__ __device__ inline bool queries_staged(const AttnResParams& p) { return p.layers * p.dim <= kStagedQueryFloats; }
+__host__ __device__ inline std::size_t staged_query_bytes(const AttnResParams& p) {
+  return queries_staged(p) ? static_cast<std::size_t>(p.layers) * p.dim * sizeof(float) : 0;
+}
+// every thread of the block calls it; returns the staged queries, or nullptr where they do not fit
+__device__ inline const float* stage_queries(const AttnResParams& p, float* area, float& bad_w) {
+  if (!queries_staged(p)) return nullptr;
+  const int D = p.dim, n = p.layers * D;
+  for (int j = 8 * threadIdx.x; j < n; j += 8 * blockDim.x) {  // (D % 8 == 0: 8 entries of one row)
+    float w[8];
+    load8(row_ptr(p.queries, 0, 0, j / D), p.queries.type, j % D, w);
+    if (blockIdx.x == 0) flag_nonfinite(bad_w, w);
+    reinterpret_cast<float4*>(area + j)[0] = make_float4(w[0], w[1], w[2], w[3]);
+    reinterpret_cast<float4*>(area + j)[1] = make_float4(w[4], w[5], w[6], w[7]);
+  }
+  __syncthreads();
+  return area;
+}
+// w_s's 8 entries at c: from the staged copy, or else from global memory
+__device__ inline void query8(const AttnResParams& p, const float* staged, int s, int c, float (&w)[8]) {
+  if (staged) {
+    const float4 a = reinterpret_cast<const float4*>(staged + s * p.dim + c)[0], b = reinterpret_cast<const float4*>(staged + s * p.dim + c)[1];
+    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+  } else {
+    load8(row_ptr(p.queries, 0, 0, s), p.queries.type, c, w);
+  }
+}
+
 // --- phase 1 ------------------------------------------------------------------------------------------
 // Persistent grid (TokenRing), block 8 warps, a token per group of W warps. Shared: each warp's ring of
 // `stages` slots of N K chunks (attnres_phase1_forward_smem), then per warp `part` [(S + 1) NMAX] (its
@@ -288,9 +320,10 @@ __host__ __device__ constexpr int phase1_slot_uint4() {
   return kLaneRowChunks * pieces_of(E) * 32;
 }
 template <Elem E, int K>
-__host__ __device__ constexpr std::size_t attnres_phase1_forward_smem(int S, int stages) {
+__host__ __device__ inline std::size_t attnres_phase1_forward_smem(const AttnResParams& p, int stages) {
   constexpr int NMAX = kLaneRowChunks / K;
-  return static_cast<std::size_t>(kLaneWarps) * stages * phase1_slot_uint4<E, K>() * 16 +
+  const int S = p.layers;
+  return static_cast<std::size_t>(kLaneWarps) * stages * phase1_slot_uint4<E, K>() * 16 + staged_query_bytes(p) +
          (static_cast<std::size_t>(kLaneWarps) * ((S + 1) * NMAX + S * NMAX) + kLaneWarps) * sizeof(float);
 }
 
@@ -301,7 +334,9 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_forward_lane_k
   const int S = p.layers, N = p.sources, D = p.dim, BT = p.batch * p.tokens;
   const LanePlace at(W);
   const TokenRing ring{stages, phase1_slot_uint4<E, K>(), reinterpret_cast<uint4*>(smem) + at.warp() * stages * phase1_slot_uint4<E, K>()};
-  float* scratch = smem + kLaneWarps * stages * phase1_slot_uint4<E, K>() * 4;
+  float bad_v = 0.f, bad_w = 0.f;
+  const float* wq = stage_queries(p, smem + kLaneWarps * stages * phase1_slot_uint4<E, K>() * 4, bad_w);
+  float* scratch = smem + kLaneWarps * stages * phase1_slot_uint4<E, K>() * 4 + staged_query_bytes(p) / 4;
   const int stride = (S + 1) * NMAX;
   float* part = scratch + at.warp() * stride;
   float* weight = scratch + kLaneWarps * stride + at.warp() * S * NMAX;
@@ -315,8 +350,7 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_forward_lane_k
   };
   int first = blockIdx.x * groups;
   for (int j = 0; j + 1 < stages; ++j) issue(first + j * step, j);
-  float bad_v = 0.f, bad_w = 0.f;
-  bool check_w = blockIdx.x == 0 && at.group == 0;  // (one group reads every query entry once)
+  bool check_w = !wq && blockIdx.x == 0 && at.group == 0;  // (unstaged: one group reads every query entry once)
   for (int slot = 0; first < BT; first += step, slot = slot + 1 == stages ? 0 : slot + 1) {
     if (stages > 1) issue(first + (stages - 1) * step, slot == 0 ? stages - 1 : slot - 1);  // the slot read last time
     const int bt = first + at.group;
@@ -329,7 +363,7 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_forward_lane_k
     ring.wait_current();
     group_sync(W);  // (the previous token's readers of part and weight are done)
     float x[NMAX][K][8];
-    load_token_rows<E, K>(p, b, t, active, at, x, bad_v, part, ring.slot(slot));
+    load_token_rows<true, E, K>(p, b, t, active, at, x, bad_v, part, ring.slot(slot));
     for (int s = 0; s < S; ++s) {
       float acc[NMAX];
 #pragma unroll
@@ -338,7 +372,7 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_forward_lane_k
       for (int kk = 0; kk < K; ++kk) {
         if (at.entry(kk) >= D) continue;
         float w[8];
-        load8(row_ptr(p.queries, 0, 0, s), p.queries.type, at.entry(kk), w);
+        query8(p, wq, s, at.entry(kk), w);
         if (check_w) flag_nonfinite(bad_w, w);
 #pragma unroll
         for (int i = 0; i < NMAX; ++i) acc[i] = dot8(acc[i], w, x[i][kk]);
@@ -403,9 +437,10 @@ __host__ __device__ inline int phase1_backward_slot_uint4(Elem values, Elem grad
   return (kLaneRowChunks * pieces_of(values) + S * K * pieces_of(grads)) * 32;
 }
 template <int K>
-__host__ __device__ inline std::size_t attnres_phase1_backward_smem(Elem values, Elem grads, int S, int stages) {
+__host__ __device__ inline std::size_t attnres_phase1_backward_smem(const AttnResParams& p, Elem values, Elem grads, int stages) {
   constexpr int NMAX = kLaneRowChunks / K;
-  return static_cast<std::size_t>(kLaneWarps) * stages * phase1_backward_slot_uint4(values, grads, S, K) * 16 +
+  const int S = p.layers;
+  return static_cast<std::size_t>(kLaneWarps) * stages * phase1_backward_slot_uint4(values, grads, S, K) * 16 + staged_query_bytes(p) +
          static_cast<std::size_t>(kLaneWarps) * ((2 * S + 1) * NMAX + 3 * S * NMAX) * sizeof(float);
 }
 template <Elem E, int K>
@@ -418,7 +453,9 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_la
   const Elem gtype = p.d_values.type;  // do is stored in the gradient format
   const int slot_uint4 = phase1_backward_slot_uint4(E, gtype, S, K), values_uint4 = kLaneRowChunks * pieces_of(E) * 32;
   const TokenRing ring{stages, slot_uint4, reinterpret_cast<uint4*>(smem) + at.warp() * stages * slot_uint4};
-  float* scratch = smem + kLaneWarps * stages * slot_uint4 * 4;
+  float bad_v = 0.f, bad_w = 0.f, bad_g = 0.f;
+  const float* wq = stage_queries(p, smem + kLaneWarps * stages * slot_uint4 * 4, bad_w);
+  float* scratch = smem + kLaneWarps * stages * slot_uint4 * 4 + staged_query_bytes(p) / 4;
   const int stride = (2 * S + 1) * NMAX;
   float* part = scratch + at.warp() * stride;
   const float* parts = scratch;
@@ -445,9 +482,8 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_la
   const int groups = at.groups(), step = gridDim.x * groups;
   int first = blockIdx.x * groups;
   for (int j = 0; j + 1 < stages; ++j) issue(first + j * step, j);
-  float bad_v = 0.f, bad_w = 0.f, bad_g = 0.f;
   unsigned bits = 0;
-  bool check_w = blockIdx.x == 0 && at.group == 0;  // (one group reads every query entry once)
+  bool check_w = !wq && blockIdx.x == 0 && at.group == 0;  // (unstaged: one group reads every query entry once)
   for (int slot = 0; first < BT; first += step, slot = slot + 1 == stages ? 0 : slot + 1) {
     if (stages > 1) issue(first + (stages - 1) * step, slot == 0 ? stages - 1 : slot - 1);
     const int bt = first + at.group;
@@ -473,7 +509,11 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_la
       }
     };
     float x[NMAX][K][8];
-    load_token_rows<E, K>(p, b, t, active, at, x, bad_v, part, values_area);
+    if (values_area) {
+      load_token_rows<true, E, K>(p, b, t, active, at, x, bad_v, part, values_area);
+    } else {
+      load_token_rows<false, E, K>(p, b, t, active, at, x, bad_v, part);
+    }
     for (int s = 0; s < S; ++s) {
       float acc[2 * NMAX];  // w_s . v_i (the forward's sequence), then do_s . v_i
 #pragma unroll
@@ -482,7 +522,7 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_la
       for (int kk = 0; kk < K; ++kk) {
         if (at.entry(kk) >= D) continue;
         float w[8], g[8];
-        load8(row_ptr(p.queries, 0, 0, s), p.queries.type, at.entry(kk), w);
+        query8(p, wq, s, at.entry(kk), w);
         if (check_w) flag_nonfinite(bad_w, w);
         grad8(s, kk, g);
         flag_nonfinite(bad_g, g);
@@ -541,7 +581,7 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_la
         }
         for (int s = 0; s < S; ++s) {
           float w[8], g[8];
-          load8(row_ptr(p.queries, 0, 0, s), p.queries.type, at.entry(kk), w);
+          query8(p, wq, s, at.entry(kk), w);
           grad8(s, kk, g);
 #pragma unroll
           for (int j = 0; j < IB; ++j) {
