@@ -121,9 +121,10 @@ void phase1_dispatch(const AttnResParams& p, const Layout& l, A&&... a) {
 }
 
 // Version 6's ring depths (TokenRing): FLASHCHECK_ATTNRES_STAGES="F,B" overrides the forward's (1-3)
-// and the backward's (0-3) for measurements; otherwise the forward keeps 2 tokens ahead (1 for fp32,
-// whose slots are twice as large) and the backward 1 (a token's values and S do rows are 12 KiB per
-// warp at D = 512, S = 8: two slots would leave one block per SM), 0 where even one does not fit.
+// and the backward's (0-3) for measurements; otherwise the forward keeps 1 token ahead (2 slots: 3 were
+// slower on the H100, their shared memory leaving less L1) and the backward none (1 slot: a token's
+// values and S do rows are 12 KiB per warp at D = 512, S = 8, and 2 slots would leave one block per SM;
+// measured 1.5x slower), 0 where even one does not fit.
 struct RingDepths {
   int forward = 0, backward = -1;  // 0 / -1: the defaults
 };
@@ -165,7 +166,7 @@ struct Phase1Forward {
     const char* name = "attnres phase 1 forward (lanes)";
     const auto kernel = attnres_phase1_forward_lane_kernel<E, K>;
     int stages = ring_depths_override().forward;
-    if (stages == 0) stages = E == Elem::f32 ? 2 : 3;
+    if (stages == 0) stages = 2;
     const std::size_t bytes = attnres_phase1_forward_smem<E, K>(p, stages);
     const int smem = smem_for(kernel, (bytes + 3) / 4, name);
     kernel<<<persistent_blocks(kernel, smem, static_cast<std::int64_t>(p.batch) * p.tokens, l, name), 32 * kLaneWarps, smem, stream>>>(

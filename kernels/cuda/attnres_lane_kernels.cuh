@@ -310,9 +310,17 @@ __device__ inline void query8(const AttnResParams& p, const float* staged, int s
   }
 }
 
+// Layers per reduce-scatter in phase 1's dot products: LB layers' N sums each (LB NMAX values <= `values`)
+// reduced by one warp_sums_to, whose shuffles are independent of each other, where one layer at a time
+// made a chain of dependent shuffles per layer. The bits are warp_sum's whatever LB is (every value's
+// tree is the same butterfly), so the forward and the backward may batch differently.
+template <int NMAX, int Values>
+constexpr int kLayerBatch = Values / NMAX < 8 ? Values / NMAX : 8;
+__host__ __device__ constexpr int round_up(int n, int m) { return (n + m - 1) / m * m; }
+
 // --- phase 1 ------------------------------------------------------------------------------------------
 // Persistent grid (TokenRing), block 8 warps, a token per group of W warps. Shared: each warp's ring of
-// `stages` slots of N K chunks (attnres_phase1_forward_smem), then per warp `part` [(S + 1) NMAX] (its
+// `stages` slots of N K chunks (attnres_phase1_forward_smem), then per warp `part` [(S' + 1) NMAX] (its
 // sums of ||v_i||^2, then of w_s . v_i), then per warp the weights p_i = exp(s_i - m) / l [S][NMAX],
 // then store_lane_row's kLaneWarps floats.
 template <Elem E, int K>
@@ -324,11 +332,11 @@ __host__ __device__ inline std::size_t attnres_phase1_forward_smem(const AttnRes
   constexpr int NMAX = kLaneRowChunks / K;
   const int S = p.layers;
   return static_cast<std::size_t>(kLaneWarps) * stages * phase1_slot_uint4<E, K>() * 16 + staged_query_bytes(p) +
-         (static_cast<std::size_t>(kLaneWarps) * ((S + 1) * NMAX + S * NMAX) + kLaneWarps) * sizeof(float);
+         (static_cast<std::size_t>(kLaneWarps) * ((round_up(S, kLayerBatch<NMAX, 32>) + 1) * NMAX + S * NMAX) + kLaneWarps) * sizeof(float);
 }
 
 template <Elem E, int K>
-__global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_forward_lane_kernel(const AttnResParams p, int W, int stages) {
+__global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_forward_lane_kernel(const AttnResParams p, int W, int stages) {
   constexpr int NMAX = kLaneRowChunks / K;
   extern __shared__ float smem[];
   const int S = p.layers, N = p.sources, D = p.dim, BT = p.batch * p.tokens;
@@ -337,7 +345,8 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_forward_lane_k
   float bad_v = 0.f, bad_w = 0.f;
   const float* wq = stage_queries(p, smem + kLaneWarps * stages * phase1_slot_uint4<E, K>() * 4, bad_w);
   float* scratch = smem + kLaneWarps * stages * phase1_slot_uint4<E, K>() * 4 + staged_query_bytes(p) / 4;
-  const int stride = (S + 1) * NMAX;
+  constexpr int LB = kLayerBatch<NMAX, 32>;
+  const int stride = (round_up(S, LB) + 1) * NMAX;  // (S rounded up to LB: the last batch's unused sums land in it)
   float* part = scratch + at.warp() * stride;
   float* weight = scratch + kLaneWarps * stride + at.warp() * S * NMAX;
   float* red = scratch + kLaneWarps * (stride + S * NMAX);
@@ -364,20 +373,24 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_forward_lane_k
     group_sync(W);  // (the previous token's readers of part and weight are done)
     float x[NMAX][K][8];
     load_token_rows<true, E, K>(p, b, t, active, at, x, bad_v, part, ring.slot(slot));
-    for (int s = 0; s < S; ++s) {
-      float acc[NMAX];
+    for (int s0 = 0; s0 < S; s0 += LB) {  // w_s . v_i for LB layers at a time, each in kk order (dot8)
+      float acc[LB * NMAX];
 #pragma unroll
-      for (int i = 0; i < NMAX; ++i) acc[i] = 0.f;
+      for (int j = 0; j < LB * NMAX; ++j) acc[j] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < K; ++kk) {
         if (at.entry(kk) >= D) continue;
-        float w[8];
-        query8(p, wq, s, at.entry(kk), w);
-        if (check_w) flag_nonfinite(bad_w, w);
 #pragma unroll
-        for (int i = 0; i < NMAX; ++i) acc[i] = dot8(acc[i], w, x[i][kk]);
+        for (int j = 0; j < LB; ++j) {
+          if (s0 + j >= S) break;
+          float w[8];
+          query8(p, wq, s0 + j, at.entry(kk), w);
+          if (check_w) flag_nonfinite(bad_w, w);
+#pragma unroll
+          for (int i = 0; i < NMAX; ++i) acc[j * NMAX + i] = dot8(acc[j * NMAX + i], w, x[i][kk]);
+        }
       }
-      warp_sums_to(acc, at.lane, part + (1 + s) * NMAX);
+      warp_sums_to(acc, at.lane, part + (1 + s0) * NMAX);
     }
     check_w = false;
     group_sync(W);
@@ -430,8 +443,9 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase1_forward_lane_k
 // Grid and token loop as the forward (TokenRing; stages 0: no staging, every row read from global memory
 // as version 5 did, for shapes whose slots do not fit). A slot holds the token's N K value chunks, then
 // its S K chunks of do (the gradient format): read twice (the dot products do_s . v_i, then d_values),
-// from shared memory. Shared after the rings: per warp `part` [(2 S + 1) NMAX] (||v_i||^2, w_s . v_i,
-// do_s . v_i), then per warp prob, ds, coef [S][NMAX] each. Writes d_values and the dw coefficients
+// from shared memory. Shared after the rings (and the queries, staged only without rings: with them, two
+// blocks per SM would not fit at D = 512, S = 8): per warp `part` [(2 S' + 1) NMAX] (||v_i||^2, w_s . v_i,
+// do_s . v_i; S' = S rounded up to the layer batch), then per warp prob, ds, coef [S][NMAX] each. Writes d_values and the dw coefficients
 // ds_i r_i ([B T][S][N] after the chunk partials in dw_phase1).
 __host__ __device__ inline int phase1_backward_slot_uint4(Elem values, Elem grads, int S, int K) {
   return (kLaneRowChunks * pieces_of(values) + S * K * pieces_of(grads)) * 32;
@@ -440,8 +454,9 @@ template <int K>
 __host__ __device__ inline std::size_t attnres_phase1_backward_smem(const AttnResParams& p, Elem values, Elem grads, int stages) {
   constexpr int NMAX = kLaneRowChunks / K;
   const int S = p.layers;
-  return static_cast<std::size_t>(kLaneWarps) * stages * phase1_backward_slot_uint4(values, grads, S, K) * 16 + staged_query_bytes(p) +
-         static_cast<std::size_t>(kLaneWarps) * ((2 * S + 1) * NMAX + 3 * S * NMAX) * sizeof(float);
+  return static_cast<std::size_t>(kLaneWarps) * stages * phase1_backward_slot_uint4(values, grads, S, K) * 16 +
+         (stages == 0 ? staged_query_bytes(p) : 0) +
+         static_cast<std::size_t>(kLaneWarps) * ((2 * round_up(S, kLayerBatch<NMAX, 16>) + 1) * NMAX + 3 * S * NMAX) * sizeof(float);
 }
 template <Elem E, int K>
 __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_lane_kernel(const AttnResParams p, int W, int stages) {
@@ -454,9 +469,11 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_la
   const int slot_uint4 = phase1_backward_slot_uint4(E, gtype, S, K), values_uint4 = kLaneRowChunks * pieces_of(E) * 32;
   const TokenRing ring{stages, slot_uint4, reinterpret_cast<uint4*>(smem) + at.warp() * stages * slot_uint4};
   float bad_v = 0.f, bad_w = 0.f, bad_g = 0.f;
-  const float* wq = stage_queries(p, smem + kLaneWarps * stages * slot_uint4 * 4, bad_w);
-  float* scratch = smem + kLaneWarps * stages * slot_uint4 * 4 + staged_query_bytes(p) / 4;
-  const int stride = (2 * S + 1) * NMAX;
+  const float* wq = stages == 0 ? stage_queries(p, smem, bad_w) : nullptr;
+  float* scratch = smem + kLaneWarps * stages * slot_uint4 * 4 + (stages == 0 ? staged_query_bytes(p) / 4 : 0);
+  constexpr int LB = kLayerBatch<NMAX, 16>;
+  const int Sp = round_up(S, LB);
+  const int stride = (2 * Sp + 1) * NMAX;
   float* part = scratch + at.warp() * stride;
   const float* parts = scratch;
   float* prob = scratch + kLaneWarps * stride + at.warp() * 3 * S * NMAX;
@@ -514,26 +531,29 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_la
     } else {
       load_token_rows<false, E, K>(p, b, t, active, at, x, bad_v, part);
     }
-    for (int s = 0; s < S; ++s) {
-      float acc[2 * NMAX];  // w_s . v_i (the forward's sequence), then do_s . v_i
+    for (int s0 = 0; s0 < S; s0 += LB) {  // w_s . v_i (the forward's sequence) and do_s . v_i, LB layers at a time
+      float wv[LB * NMAX], gv[LB * NMAX];
 #pragma unroll
-      for (int i = 0; i < 2 * NMAX; ++i) acc[i] = 0.f;
+      for (int j = 0; j < LB * NMAX; ++j) wv[j] = gv[j] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < K; ++kk) {
         if (at.entry(kk) >= D) continue;
-        float w[8], g[8];
-        query8(p, wq, s, at.entry(kk), w);
-        if (check_w) flag_nonfinite(bad_w, w);
-        grad8(s, kk, g);
-        flag_nonfinite(bad_g, g);
 #pragma unroll
-        for (int i = 0; i < NMAX; ++i) acc[i] = dot8(acc[i], w, x[i][kk]), acc[NMAX + i] = dot8(acc[NMAX + i], g, x[i][kk]);
+        for (int j = 0; j < LB; ++j) {
+          if (s0 + j >= S) break;
+          float w[8], g[8];
+          query8(p, wq, s0 + j, at.entry(kk), w);
+          if (check_w) flag_nonfinite(bad_w, w);
+          grad8(s0 + j, kk, g);
+          flag_nonfinite(bad_g, g);
+#pragma unroll
+          for (int i = 0; i < NMAX; ++i) {
+            wv[j * NMAX + i] = dot8(wv[j * NMAX + i], w, x[i][kk]), gv[j * NMAX + i] = dot8(gv[j * NMAX + i], g, x[i][kk]);
+          }
+        }
       }
-      float wv[NMAX], gv[NMAX];
-#pragma unroll
-      for (int i = 0; i < NMAX; ++i) wv[i] = acc[i], gv[i] = acc[NMAX + i];
-      warp_sums_to(wv, at.lane, part + (1 + s) * NMAX);
-      warp_sums_to(gv, at.lane, part + (1 + S + s) * NMAX);
+      warp_sums_to(wv, at.lane, part + (1 + s0) * NMAX);
+      warp_sums_to(gv, at.lane, part + (1 + Sp + s0) * NMAX);
     }
     check_w = false;
     group_sync(W);
@@ -546,7 +566,7 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_la
       for (int i = 0; i < N; ++i) {
         const float ri = rms_inverse(group_total(parts, stride, at, i), D, p.eps);
         const float logit = ri * group_total(parts, stride, at, (1 + s) * NMAX + i);
-        const float a = group_total(parts, stride, at, (1 + S + s) * NMAX + i);
+        const float a = group_total(parts, stride, at, (1 + Sp + s) * NMAX + i);
         const float pi = expf(logit - lse);
         prob[s * NMAX + i] = pi, ds[s * NMAX + i] = a;  // (a for now)
         coef[s * NMAX + i] = logit * ri * ri / static_cast<float>(D);
@@ -554,28 +574,28 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_la
       }
       for (int i = 0; i < N; ++i) {
         const float dsi = prob[s * NMAX + i] * (ds[s * NMAX + i] - abar + dlse);
-        ds[s * NMAX + i] = dsi;
+        const float ri = rms_inverse(group_total(parts, stride, at, i), D, p.eps);
+        // d_values' coefficients: of w_s (ds_i r_i, also dw's) and of v_i (ds_i coef_i)
+        ds[s * NMAX + i] = dsi * ri, coef[s * NMAX + i] *= dsi;
         if (active && at.in_group == 0) {
-          const float ri = rms_inverse(group_total(parts, stride, at, i), D, p.eps);
           p.dw_phase1[static_cast<std::int64_t>(attnres_chunk_count(BT)) * S * D + (static_cast<std::int64_t>(bt) * S + s) * N + i] = dsi * ri;
         }
       }
     }
     __syncwarp();
-    float r[NMAX];
-#pragma unroll
-    for (int i = 0; i < NMAX; ++i) r[i] = i < N ? rms_inverse(group_total(parts, stride, at, i), D, p.eps) : 0.f;
     const bool plain = !p.rounding.stochastic;  // (d_values has no scales)
-    // dv_i = sum_s p_i do_s + ds_i (r_i w_s - coef_i v_i), layers in order; IB sources per pass
+    // dv_i = sum_s p_i do_s + ds_i (r_i w_s - coef_i v_i) = sum_s (p_i do_s + (ds_i r_i) w_s) - (sum_s ds_i coef_i) v_i:
+    // two fmaf per entry and layer, layers in order, and one per entry for the v_i term; IB sources per pass
 #pragma unroll
     for (int ib = 0; ib < NMAX; ib += IB) {
       if (ib >= N) break;
 #pragma unroll
       for (int kk = 0; kk < K; ++kk) {
         if (at.entry(kk) >= D) continue;
-        float dv[IB][8];
+        float dv[IB][8], cx[IB];
 #pragma unroll
         for (int j = 0; j < IB; ++j) {
+          cx[j] = 0.f;
 #pragma unroll
           for (int k = 0; k < 8; ++k) dv[j][k] = 0.f;
         }
@@ -587,10 +607,16 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_la
           for (int j = 0; j < IB; ++j) {
             const int i = ib + j;
             if (i >= N) continue;
-            const float pi = prob[s * NMAX + i], dsi = ds[s * NMAX + i], ci = coef[s * NMAX + i];
+            const float pi = prob[s * NMAX + i], bw = ds[s * NMAX + i];
+            cx[j] += coef[s * NMAX + i];
 #pragma unroll
-            for (int k = 0; k < 8; ++k) dv[j][k] += pi * g[k] + dsi * (r[i] * w[k] - ci * x[i][kk][k]);
+            for (int k = 0; k < 8; ++k) dv[j][k] = fmaf(pi, g[k], fmaf(bw, w[k], dv[j][k]));
           }
+        }
+#pragma unroll
+        for (int j = 0; j < IB; ++j) {
+#pragma unroll
+          for (int k = 0; k < 8; ++k) dv[j][k] = fmaf(-cx[j], x[ib + j][kk][k], dv[j][k]);
         }
         if (!active) continue;
 #pragma unroll
@@ -647,20 +673,29 @@ __global__ void __launch_bounds__(kDwThreads) attnres_phase1_dw_kernel(const Att
   float acc[kLaneMaxS][2];
 #pragma unroll
   for (int s = 0; s < kLaneMaxS; ++s) acc[s][0] = acc[s][1] = 0.f;
-  for (int bt = first; bt < end; ++bt) {
-    const int b = bt / p.tokens, t = bt % p.tokens;
-    float v[kDwMaxN][2];
+  constexpr int kTokens = 4;  // tokens whose loads are in flight together (N rows each)
+  for (int bt0 = first; bt0 < end; bt0 += kTokens) {
+    float v[kTokens][kDwMaxN][2];
 #pragma unroll
-    for (int i = 0; i < kDwMaxN; ++i) {
-      if (i < N) load2(row_ptr(p.values, i, b, t), p.values.type, c, v[i]);
+    for (int u = 0; u < kTokens; ++u) {
+      const int bt = bt0 + u;
+      if (bt >= end) break;
+#pragma unroll
+      for (int i = 0; i < kDwMaxN; ++i) {
+        if (i < N) load2(row_ptr(p.values, i, bt / p.tokens, bt % p.tokens), p.values.type, c, v[u][i]);
+      }
     }
-    const float* k = coef + (bt - first) * S * N;
 #pragma unroll
-    for (int i = 0; i < kDwMaxN; ++i) {
-      if (i >= N) break;
+    for (int u = 0; u < kTokens; ++u) {
+      if (bt0 + u >= end) break;
+      const float* k = coef + (bt0 + u - first) * S * N;
 #pragma unroll
-      for (int s = 0; s < kLaneMaxS; ++s) {
-        if (s < S) acc[s][0] += k[s * N + i] * v[i][0], acc[s][1] += k[s * N + i] * v[i][1];
+      for (int i = 0; i < kDwMaxN; ++i) {
+        if (i >= N) break;
+#pragma unroll
+        for (int s = 0; s < kLaneMaxS; ++s) {
+          if (s < S) acc[s][0] += k[s * N + i] * v[u][i][0], acc[s][1] += k[s * N + i] * v[u][i][1];
+        }
       }
     }
   }
