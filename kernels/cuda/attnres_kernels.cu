@@ -178,7 +178,7 @@ template <Elem E, int K>
 struct Phase1Backward {
   static void run(const AttnResParams& p, const Layout& l, cudaStream_t stream) {
     const char* name = "attnres phase 1 backward (lanes)";
-    const auto kernel = attnres_phase1_backward_lane_kernel<E, K>;
+    const auto kernel = p.d_values.type == E ? attnres_phase1_backward_lane_kernel<E, K, true> : attnres_phase1_backward_lane_kernel<E, K, false>;
     const Elem gtype = p.d_values.type;
     int stages = ring_depths_override().backward;
     if (stages < 0) stages = 1;

@@ -286,17 +286,23 @@ __host__ __device__ inline bool queries_staged(const AttnResParams& p) { return 
 __host__ __device__ inline std::size_t staged_query_bytes(const AttnResParams& p) {
   return queries_staged(p) ? static_cast<std::size_t>(p.layers) * p.dim * sizeof(float) : 0;
 }
-// every thread of the block calls it; returns the staged queries, or nullptr where they do not fit
-__device__ inline const float* stage_queries(const AttnResParams& p, float* area, float& bad_w) {
-  if (!queries_staged(p)) return nullptr;
+// Every thread of the block calls it with `stage` the same; returns the staged queries, or nullptr where
+// they do not fit or `stage` is false. Block 0 flags NaN/Inf in every query entry either way (the
+// kernels' loops over layers then carry no checks).
+__device__ inline const float* stage_queries(const AttnResParams& p, float* area, float& bad_w, bool stage = true) {
+  stage = stage && queries_staged(p);
+  if (!stage && blockIdx.x != 0) return nullptr;
   const int D = p.dim, n = p.layers * D;
   for (int j = 8 * threadIdx.x; j < n; j += 8 * blockDim.x) {  // (D % 8 == 0: 8 entries of one row)
     float w[8];
     load8(row_ptr(p.queries, 0, 0, j / D), p.queries.type, j % D, w);
     if (blockIdx.x == 0) flag_nonfinite(bad_w, w);
-    reinterpret_cast<float4*>(area + j)[0] = make_float4(w[0], w[1], w[2], w[3]);
-    reinterpret_cast<float4*>(area + j)[1] = make_float4(w[4], w[5], w[6], w[7]);
+    if (stage) {
+      reinterpret_cast<float4*>(area + j)[0] = make_float4(w[0], w[1], w[2], w[3]);
+      reinterpret_cast<float4*>(area + j)[1] = make_float4(w[4], w[5], w[6], w[7]);
+    }
   }
+  if (!stage) return nullptr;
   __syncthreads();
   return area;
 }
@@ -310,12 +316,13 @@ __device__ inline void query8(const AttnResParams& p, const float* staged, int s
   }
 }
 
-// Layers per reduce-scatter in phase 1's dot products: LB layers' N sums each (LB NMAX values <= `values`)
+// Layers per reduce-scatter in phase 1's dot products: LB layers' N sums each (LB NMAX values <= `Values`,
+// or one layer)
 // reduced by one warp_sums_to, whose shuffles are independent of each other, where one layer at a time
 // made a chain of dependent shuffles per layer. The bits are warp_sum's whatever LB is (every value's
 // tree is the same butterfly), so the forward and the backward may batch differently.
 template <int NMAX, int Values>
-constexpr int kLayerBatch = Values / NMAX < 8 ? Values / NMAX : 8;
+constexpr int kLayerBatch = Values / NMAX < 1 ? 1 : Values / NMAX < 8 ? Values / NMAX : 8;
 __host__ __device__ constexpr int round_up(int n, int m) { return (n + m - 1) / m * m; }
 
 // --- phase 1 ------------------------------------------------------------------------------------------
@@ -332,7 +339,7 @@ __host__ __device__ inline std::size_t attnres_phase1_forward_smem(const AttnRes
   constexpr int NMAX = kLaneRowChunks / K;
   const int S = p.layers;
   return static_cast<std::size_t>(kLaneWarps) * stages * phase1_slot_uint4<E, K>() * 16 + staged_query_bytes(p) +
-         (static_cast<std::size_t>(kLaneWarps) * ((round_up(S, kLayerBatch<NMAX, 32>) + 1) * NMAX + S * NMAX) + kLaneWarps) * sizeof(float);
+         (static_cast<std::size_t>(kLaneWarps) * ((round_up(S, kLayerBatch<NMAX, 8>) + 1) * NMAX + S * NMAX) + kLaneWarps) * sizeof(float);
 }
 
 template <Elem E, int K>
@@ -345,7 +352,7 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_forward_lan
   float bad_v = 0.f, bad_w = 0.f;
   const float* wq = stage_queries(p, smem + kLaneWarps * stages * phase1_slot_uint4<E, K>() * 4, bad_w);
   float* scratch = smem + kLaneWarps * stages * phase1_slot_uint4<E, K>() * 4 + staged_query_bytes(p) / 4;
-  constexpr int LB = kLayerBatch<NMAX, 32>;
+  constexpr int LB = kLayerBatch<NMAX, 8>;
   const int stride = (round_up(S, LB) + 1) * NMAX;  // (S rounded up to LB: the last batch's unused sums land in it)
   float* part = scratch + at.warp() * stride;
   float* weight = scratch + kLaneWarps * stride + at.warp() * S * NMAX;
@@ -359,7 +366,6 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_forward_lan
   };
   int first = blockIdx.x * groups;
   for (int j = 0; j + 1 < stages; ++j) issue(first + j * step, j);
-  bool check_w = !wq && blockIdx.x == 0 && at.group == 0;  // (unstaged: one group reads every query entry once)
   for (int slot = 0; first < BT; first += step, slot = slot + 1 == stages ? 0 : slot + 1) {
     if (stages > 1) issue(first + (stages - 1) * step, slot == 0 ? stages - 1 : slot - 1);  // the slot read last time
     const int bt = first + at.group;
@@ -385,14 +391,12 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_forward_lan
           if (s0 + j >= S) break;
           float w[8];
           query8(p, wq, s0 + j, at.entry(kk), w);
-          if (check_w) flag_nonfinite(bad_w, w);
 #pragma unroll
           for (int i = 0; i < NMAX; ++i) acc[j * NMAX + i] = dot8(acc[j * NMAX + i], w, x[i][kk]);
         }
       }
       warp_sums_to(acc, at.lane, part + (1 + s0) * NMAX);
     }
-    check_w = false;
     group_sync(W);
     // per layer (lane s of every warp, each for itself): the logits, m, exp(s_i - m), l, the weights, lse
     for (int s = at.lane; s < S; s += 32) {
@@ -409,31 +413,41 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_forward_lan
       for (int i = 0; i < NMAX; ++i) {
         if (i < N) e[i] = expf(logit[i] - m), l += e[i];
       }
-      // o = sum_i (e_i / l) v_i: the weights normalised once per layer rather than o scaled per entry
+      // o = sum_i (e_i / l) v_i: the weights normalised once per layer rather than o scaled per entry;
+      // zero past N (those rows are zeros too), so the output loop needs no test of N
       const float inv_l = 1.f / l;
 #pragma unroll
-      for (int i = 0; i < NMAX; ++i) {
-        if (i < N) weight[s * NMAX + i] = e[i] * inv_l;
-      }
+      for (int i = 0; i < NMAX; ++i) weight[s * NMAX + i] = i < N ? e[i] * inv_l : 0.f;
       if (active && at.in_group == 0) p.lse[static_cast<std::int64_t>(s) * BT + bt] = m + logf(l);
     }
     __syncwarp();
+    // o's rows in the values' format, to nearest, unscaled (the common case): stored here, typed
+    const bool plain_o = p.o.type == E && p.o.scale == nullptr && !p.rounding.stochastic;
     for (int s = 0; s < S; ++s) {  // o_s = sum_i p_i v_i, sources in order, from the registers
-      float o[K][8];
+      float pw[NMAX], o[K][8];
+#pragma unroll
+      for (int i = 0; i < NMAX; ++i) pw[i] = weight[s * NMAX + i];
 #pragma unroll
       for (int kk = 0; kk < K; ++kk) {
 #pragma unroll
-        for (int k = 0; k < 8; ++k) o[kk][k] = 0.f;
+        for (int k = 0; k < 8; ++k) o[kk][k] = fmaf(pw[0], x[0][kk][k], 0.f);
 #pragma unroll
-        for (int i = 0; i < NMAX; ++i) {
-          if (i < N) {
-            const float pi = weight[s * NMAX + i];
+        for (int i = 1; i < NMAX; ++i) {
 #pragma unroll
-            for (int k = 0; k < 8; ++k) o[kk][k] = fmaf(pi, x[i][kk][k], o[kk][k]);
-          }
+          for (int k = 0; k < 8; ++k) o[kk][k] = fmaf(pw[i], x[i][kk][k], o[kk][k]);
         }
       }
-      store_lane_row<K>(p.o, static_cast<std::int64_t>(s) * BT + bt, D, o, at, active, p.rounding, p.o_stream, red);
+      const std::int64_t row = static_cast<std::int64_t>(s) * BT + bt;
+      if (plain_o) {
+        if (!active) continue;
+        auto* base = static_cast<unsigned char*>(p.o.data) + row * D * (E == Elem::f32 ? 4 : 2);
+#pragma unroll
+        for (int kk = 0; kk < K; ++kk) {
+          if (at.entry(kk) < D) store8(base, E, at.entry(kk), o[kk]);
+        }
+      } else {
+        store_lane_row<K>(p.o, row, D, o, at, active, p.rounding, p.o_stream, red);
+      }
     }
   }
   cp_async_wait<0>();
@@ -456,22 +470,24 @@ __host__ __device__ inline std::size_t attnres_phase1_backward_smem(const AttnRe
   const int S = p.layers;
   return static_cast<std::size_t>(kLaneWarps) * stages * phase1_backward_slot_uint4(values, grads, S, K) * 16 +
          (stages == 0 ? staged_query_bytes(p) : 0) +
-         static_cast<std::size_t>(kLaneWarps) * ((2 * round_up(S, kLayerBatch<NMAX, 16>) + 1) * NMAX + 3 * S * NMAX) * sizeof(float);
+         static_cast<std::size_t>(kLaneWarps) * ((2 * round_up(S, kLayerBatch<NMAX, 4>) + 1) * NMAX + 3 * S * NMAX) * sizeof(float);
 }
-template <Elem E, int K>
+// GradsAsValues: do and d_values are in the values' format (every policy issue 10 names), so their
+// conversions are typed at compile time rather than chosen per entry.
+template <Elem E, int K, bool GradsAsValues>
 __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_lane_kernel(const AttnResParams p, int W, int stages) {
   constexpr int NMAX = kLaneRowChunks / K;
-  constexpr int IB = NMAX < 4 ? NMAX : 4;  // sources per pass of the d_values loop (its accumulators)
+  constexpr int IB = NMAX < 2 ? NMAX : 2;  // sources per pass of the d_values loop (its accumulators: 4 spilled)
   extern __shared__ float smem[];
   const int S = p.layers, N = p.sources, D = p.dim, BT = p.batch * p.tokens;
   const LanePlace at(W);
-  const Elem gtype = p.d_values.type;  // do is stored in the gradient format
+  const Elem gtype = GradsAsValues ? E : p.d_values.type;  // do is stored in the gradient format
   const int slot_uint4 = phase1_backward_slot_uint4(E, gtype, S, K), values_uint4 = kLaneRowChunks * pieces_of(E) * 32;
   const TokenRing ring{stages, slot_uint4, reinterpret_cast<uint4*>(smem) + at.warp() * stages * slot_uint4};
   float bad_v = 0.f, bad_w = 0.f, bad_g = 0.f;
-  const float* wq = stages == 0 ? stage_queries(p, smem, bad_w) : nullptr;
+  const float* wq = stage_queries(p, smem, bad_w, stages == 0);
   float* scratch = smem + kLaneWarps * stages * slot_uint4 * 4 + (stages == 0 ? staged_query_bytes(p) / 4 : 0);
-  constexpr int LB = kLayerBatch<NMAX, 16>;
+  constexpr int LB = kLayerBatch<NMAX, 4>;
   const int Sp = round_up(S, LB);
   const int stride = (2 * Sp + 1) * NMAX;
   float* part = scratch + at.warp() * stride;
@@ -500,7 +516,6 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_la
   int first = blockIdx.x * groups;
   for (int j = 0; j + 1 < stages; ++j) issue(first + j * step, j);
   unsigned bits = 0;
-  bool check_w = !wq && blockIdx.x == 0 && at.group == 0;  // (unstaged: one group reads every query entry once)
   for (int slot = 0; first < BT; first += step, slot = slot + 1 == stages ? 0 : slot + 1) {
     if (stages > 1) issue(first + (stages - 1) * step, slot == 0 ? stages - 1 : slot - 1);
     const int bt = first + at.group;
@@ -543,7 +558,6 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_la
           if (s0 + j >= S) break;
           float w[8], g[8];
           query8(p, wq, s0 + j, at.entry(kk), w);
-          if (check_w) flag_nonfinite(bad_w, w);
           grad8(s0 + j, kk, g);
           flag_nonfinite(bad_g, g);
 #pragma unroll
@@ -555,7 +569,6 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_la
       warp_sums_to(wv, at.lane, part + (1 + s0) * NMAX);
       warp_sums_to(gv, at.lane, part + (1 + Sp + s0) * NMAX);
     }
-    check_w = false;
     group_sync(W);
     // per layer (lane s of every warp, each for itself): p_i, a_i, abar, ds_i, the coefficients
     for (int s = at.lane; s < S; s += 32) {
