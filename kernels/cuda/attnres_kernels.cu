@@ -5,8 +5,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "kernels/cuda/attnres_lane_kernels.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
@@ -14,19 +17,58 @@
 namespace fc::kernels::cuda {
 namespace {
 
+// The device's limits, read once per device (the ops launch these kernels every call: attribute
+// queries on each were host time the GPU waited for).
+struct DeviceLimits {
+  int sms = 0, smem_optin = 0;
+};
+const DeviceLimits& device_limits(const char* name) {
+  int device = 0;
+  check_launch_result(cudaGetDevice(&device), name);
+  static std::mutex mutex;
+  static std::map<int, DeviceLimits> cache;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(device);
+  if (it == cache.end()) {
+    DeviceLimits d;
+    check_launch_result(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, device), name);
+    check_launch_result(cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), name);
+    it = cache.emplace(device, d).first;
+  }
+  return it->second;
+}
+
+// Blocks of 32 kLaneWarps threads per SM with `smem` bytes (the occupancy calculator), and the kernel's
+// shared-memory attribute raised where it needs more than 48 KiB: both once per (kernel, bytes, device).
+template <class Kernel>
+int blocks_per_sm(Kernel kernel, int smem, const char* name) {
+  int device = 0;
+  check_launch_result(cudaGetDevice(&device), name);
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, int, int>, int> cache;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), smem, device);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    if (smem > 48 * 1024) allow_smem(kernel, smem, name);
+    int per_sm = 0;
+    check_launch_result(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * kLaneWarps, smem), name);
+    it = cache.emplace(key, per_sm).first;
+  }
+  return it->second;
+}
+
 // Dynamic shared memory of a kernel, checked against the device's opt-in limit (N and S are not
 // bounded by the kernels, only by this).
 template <class Kernel>
-int smem_for(Kernel kernel, std::size_t floats, const char* name) {
+int smem_for(Kernel kernel, std::size_t floats, const char* name, bool set_attribute = true) {
   const std::size_t bytes = floats * sizeof(float);
-  int device = 0, limit = 0;
-  check_launch_result(cudaGetDevice(&device), name);
-  check_launch_result(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), name);
+  const int limit = device_limits(name).smem_optin;
   if (bytes > static_cast<std::size_t>(limit)) {
     throw std::runtime_error(std::string(name) + ": needs " + std::to_string(bytes) +
                              " bytes of shared memory (N x S or D too large), the device has " + std::to_string(limit));
   }
-  if (bytes > 48 * 1024) allow_smem(kernel, static_cast<int>(bytes), name);
+  if (set_attribute && bytes > 48 * 1024) allow_smem(kernel, static_cast<int>(bytes), name);
   return static_cast<int>(bytes);
 }
 
@@ -141,23 +183,13 @@ RingDepths ring_depths_override() {
   return depths;
 }
 
-int optin_smem_limit(const char* name) {
-  int device = 0, limit = 0;
-  check_launch_result(cudaGetDevice(&device), name);
-  check_launch_result(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), name);
-  return limit;
-}
-
 // A persistent grid: as many blocks as fit on the device at once (the occupancy calculator with this
 // shared memory), at most one per `groups` of rows.
 template <class Kernel>
 unsigned persistent_blocks(Kernel kernel, int smem, std::int64_t rows, const Layout& l, const char* name) {
-  int device = 0, sms = 0, per_sm = 0;
-  check_launch_result(cudaGetDevice(&device), name);
-  check_launch_result(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), name);
-  check_launch_result(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * kLaneWarps, smem), name);
+  const int per_sm = blocks_per_sm(kernel, smem, name);
   if (per_sm < 1) throw std::runtime_error(std::string(name) + ": no block fits on a multiprocessor");
-  return std::min<unsigned>(lane_blocks(rows, l), static_cast<unsigned>(sms) * per_sm);
+  return std::min<unsigned>(lane_blocks(rows, l), static_cast<unsigned>(device_limits(name).sms) * per_sm);
 }
 
 template <Elem E, int K>
@@ -168,7 +200,7 @@ struct Phase1Forward {
     int stages = ring_depths_override().forward;
     if (stages == 0) stages = 2;
     const std::size_t bytes = attnres_phase1_forward_smem<E, K>(p, stages);
-    const int smem = smem_for(kernel, (bytes + 3) / 4, name);
+    const int smem = smem_for(kernel, (bytes + 3) / 4, name, false);  // (persistent_blocks sets the attribute)
     kernel<<<persistent_blocks(kernel, smem, static_cast<std::int64_t>(p.batch) * p.tokens, l, name), 32 * kLaneWarps, smem, stream>>>(
         p, l.warps, stages);
     check_launch(name);
@@ -178,14 +210,15 @@ template <Elem E, int K>
 struct Phase1Backward {
   static void run(const AttnResParams& p, const Layout& l, cudaStream_t stream) {
     const char* name = "attnres phase 1 backward (lanes)";
-    const auto kernel = p.d_values.type == E ? attnres_phase1_backward_lane_kernel<E, K, true> : attnres_phase1_backward_lane_kernel<E, K, false>;
+    const bool uniform = p.d_values.type == E && p.queries.type == E;
+    const auto kernel = uniform ? attnres_phase1_backward_lane_kernel<E, K, true> : attnres_phase1_backward_lane_kernel<E, K, false>;
     const Elem gtype = p.d_values.type;
     int stages = ring_depths_override().backward;
     if (stages < 0) stages = 1;
-    const std::size_t limit = static_cast<std::size_t>(optin_smem_limit(name));
-    while (stages > 0 && attnres_phase1_backward_smem<K>(p, E, gtype, stages) > limit) --stages;
-    const std::size_t bytes = attnres_phase1_backward_smem<K>(p, E, gtype, stages);
-    const int smem = smem_for(kernel, (bytes + 3) / 4, name);
+    const std::size_t limit = static_cast<std::size_t>(device_limits(name).smem_optin);
+    while (stages > 0 && attnres_phase1_backward_smem<K>(p, E, gtype, stages, uniform) > limit) --stages;
+    const std::size_t bytes = attnres_phase1_backward_smem<K>(p, E, gtype, stages, uniform);
+    const int smem = smem_for(kernel, (bytes + 3) / 4, name, false);  // (persistent_blocks sets the attribute)
     kernel<<<persistent_blocks(kernel, smem, static_cast<std::int64_t>(p.batch) * p.tokens, l, name), 32 * kLaneWarps, smem, stream>>>(
         p, l.warps, stages);
     check_launch(name);

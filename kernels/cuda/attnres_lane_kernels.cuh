@@ -316,6 +316,37 @@ __device__ inline void query8(const AttnResParams& p, const float* staged, int s
   }
 }
 
+// The backward's staged queries: their bytes as stored (format E, the values'), half the shared memory
+// of fp32 at 16 bits, which keeps two blocks per SM beside the backward's rings. Every thread of the
+// block calls it; block 0 flags NaN/Inf in every entry.
+template <Elem E>
+__device__ inline const uint4* stage_queries_raw(const AttnResParams& p, uint4* area, float& bad_w) {
+  const int D = p.dim, n = p.layers * D;
+  for (int j = 8 * threadIdx.x; j < n; j += 8 * blockDim.x) {
+    Raw8<E> r;
+    r.load(row_ptr(p.queries, 0, 0, j / D), j % D);
+    if (blockIdx.x == 0) {
+      float w[8];
+      r.to_float(w);
+      flag_nonfinite(bad_w, w);
+    }
+#pragma unroll
+    for (int u = 0; u < Raw8<E>::kPieces; ++u) area[j / 8 * Raw8<E>::kPieces + u] = r.w[u];
+  }
+  __syncthreads();
+  return area;
+}
+template <Elem E>
+__device__ inline void staged_query8(const uint4* area, int D, int s, int c, float (&w)[8]) {
+  Raw8<E> r;
+#pragma unroll
+  for (int u = 0; u < Raw8<E>::kPieces; ++u) r.w[u] = area[(s * D + c) / 8 * Raw8<E>::kPieces + u];
+  r.to_float(w);
+}
+__host__ __device__ inline std::size_t raw_query_bytes(const AttnResParams& p, Elem E) {
+  return queries_staged(p) ? static_cast<std::size_t>(p.layers) * p.dim * (E == Elem::f32 ? 4 : 2) : 0;
+}
+
 // Layers per reduce-scatter in phase 1's dot products: LB layers' N sums each (LB NMAX values <= `Values`,
 // or one layer)
 // reduced by one warp_sums_to, whose shuffles are independent of each other, where one layer at a time
@@ -465,28 +496,41 @@ __host__ __device__ inline int phase1_backward_slot_uint4(Elem values, Elem grad
   return (kLaneRowChunks * pieces_of(values) + S * K * pieces_of(grads)) * 32;
 }
 template <int K>
-__host__ __device__ inline std::size_t attnres_phase1_backward_smem(const AttnResParams& p, Elem values, Elem grads, int stages) {
+__host__ __device__ inline std::size_t attnres_phase1_backward_smem(const AttnResParams& p, Elem values, Elem grads, int stages, bool uniform) {
   constexpr int NMAX = kLaneRowChunks / K;
   const int S = p.layers;
   return static_cast<std::size_t>(kLaneWarps) * stages * phase1_backward_slot_uint4(values, grads, S, K) * 16 +
-         (stages == 0 ? staged_query_bytes(p) : 0) +
+         (uniform ? raw_query_bytes(p, values) : 0) +
          static_cast<std::size_t>(kLaneWarps) * ((2 * round_up(S, kLayerBatch<NMAX, 4>) + 1) * NMAX + 3 * S * NMAX) * sizeof(float);
 }
-// GradsAsValues: do and d_values are in the values' format (every policy issue 10 names), so their
-// conversions are typed at compile time rather than chosen per entry.
-template <Elem E, int K, bool GradsAsValues>
+// Uniform: do, d_values and the queries are in the values' format (every policy issue 10 names), so
+// their conversions are typed at compile time rather than chosen per entry, and the queries are staged
+// as stored (stage_queries_raw) where they fit; otherwise they are read from global memory (L1).
+template <Elem E, int K, bool Uniform>
 __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_lane_kernel(const AttnResParams p, int W, int stages) {
   constexpr int NMAX = kLaneRowChunks / K;
   constexpr int IB = NMAX < 2 ? NMAX : 2;  // sources per pass of the d_values loop (its accumulators: 4 spilled)
   extern __shared__ float smem[];
   const int S = p.layers, N = p.sources, D = p.dim, BT = p.batch * p.tokens;
   const LanePlace at(W);
-  const Elem gtype = GradsAsValues ? E : p.d_values.type;  // do is stored in the gradient format
+  const Elem gtype = Uniform ? E : p.d_values.type;  // do is stored in the gradient format
   const int slot_uint4 = phase1_backward_slot_uint4(E, gtype, S, K), values_uint4 = kLaneRowChunks * pieces_of(E) * 32;
   const TokenRing ring{stages, slot_uint4, reinterpret_cast<uint4*>(smem) + at.warp() * stages * slot_uint4};
   float bad_v = 0.f, bad_w = 0.f, bad_g = 0.f;
-  const float* wq = stage_queries(p, smem, bad_w, stages == 0);
-  float* scratch = smem + kLaneWarps * stages * slot_uint4 * 4 + (stages == 0 ? staged_query_bytes(p) / 4 : 0);
+  uint4* const after_rings = reinterpret_cast<uint4*>(smem) + kLaneWarps * stages * slot_uint4;
+  const uint4* qraw = nullptr;
+  if constexpr (Uniform) {
+    if (queries_staged(p)) qraw = stage_queries_raw<E>(p, after_rings, bad_w);
+  }
+  if (!qraw) stage_queries(p, nullptr, bad_w, false);  // (the checks only)
+  const auto query = [&](int s, int c, float (&w)[8]) {
+    if (qraw) {
+      staged_query8<E>(qraw, D, s, c, w);
+    } else {
+      load8(row_ptr(p.queries, 0, 0, s), p.queries.type, c, w);
+    }
+  };
+  float* scratch = reinterpret_cast<float*>(after_rings) + (Uniform ? raw_query_bytes(p, E) / 4 : 0);
   constexpr int LB = kLayerBatch<NMAX, 4>;
   const int Sp = round_up(S, LB);
   const int stride = (2 * Sp + 1) * NMAX;
@@ -557,7 +601,7 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_la
         for (int j = 0; j < LB; ++j) {
           if (s0 + j >= S) break;
           float w[8], g[8];
-          query8(p, wq, s0 + j, at.entry(kk), w);
+          query(s0 + j, at.entry(kk), w);
           grad8(s0 + j, kk, g);
           flag_nonfinite(bad_g, g);
 #pragma unroll
@@ -614,7 +658,7 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_la
         }
         for (int s = 0; s < S; ++s) {
           float w[8], g[8];
-          query8(p, wq, s, at.entry(kk), w);
+          query(s, at.entry(kk), w);
           grad8(s, kk, g);
 #pragma unroll
           for (int j = 0; j < IB; ++j) {
@@ -686,29 +730,21 @@ __global__ void __launch_bounds__(kDwThreads) attnres_phase1_dw_kernel(const Att
   float acc[kLaneMaxS][2];
 #pragma unroll
   for (int s = 0; s < kLaneMaxS; ++s) acc[s][0] = acc[s][1] = 0.f;
-  constexpr int kTokens = 4;  // tokens whose loads are in flight together (N rows each)
-  for (int bt0 = first; bt0 < end; bt0 += kTokens) {
-    float v[kTokens][kDwMaxN][2];
+  // (4 tokens' loads at once measured 13 % slower: 128 registers, half the blocks per SM)
+  for (int bt = first; bt < end; ++bt) {
+    const int b = bt / p.tokens, t = bt % p.tokens;
+    float v[kDwMaxN][2];
 #pragma unroll
-    for (int u = 0; u < kTokens; ++u) {
-      const int bt = bt0 + u;
-      if (bt >= end) break;
-#pragma unroll
-      for (int i = 0; i < kDwMaxN; ++i) {
-        if (i < N) load2(row_ptr(p.values, i, bt / p.tokens, bt % p.tokens), p.values.type, c, v[u][i]);
-      }
+    for (int i = 0; i < kDwMaxN; ++i) {
+      if (i < N) load2(row_ptr(p.values, i, b, t), p.values.type, c, v[i]);
     }
+    const float* k = coef + (bt - first) * S * N;
 #pragma unroll
-    for (int u = 0; u < kTokens; ++u) {
-      if (bt0 + u >= end) break;
-      const float* k = coef + (bt0 + u - first) * S * N;
+    for (int i = 0; i < kDwMaxN; ++i) {
+      if (i >= N) break;
 #pragma unroll
-      for (int i = 0; i < kDwMaxN; ++i) {
-        if (i >= N) break;
-#pragma unroll
-        for (int s = 0; s < kLaneMaxS; ++s) {
-          if (s < S) acc[s][0] += k[s * N + i] * v[u][i][0], acc[s][1] += k[s * N + i] * v[u][i][1];
-        }
+      for (int s = 0; s < kLaneMaxS; ++s) {
+        if (s < S) acc[s][0] += k[s * N + i] * v[i][0], acc[s][1] += k[s * N + i] * v[i][1];
       }
     }
   }

@@ -6,6 +6,8 @@ per shape:
            the bytes it must move (read N B T D values and S D queries, write S B T D o and S B T lse)
            per second, against the device's copy bandwidth measured in the same run (a large
            tensor's copy_: read + write bytes / time)
+  (cuda.attnres twice: with its ops' NaN/Inf input checks, which wait for the device once per op, and
+  without them, as the references run)
   step     a training step over a block of S layers: block AttnRes forward (phase 1 batched, phase 2 per
            layer) and the backward of <dh, h> to values, partial sums and pseudo-queries: median ms and
            peak memory beyond the inputs (torch.cuda.max_memory_allocated)
@@ -13,7 +15,7 @@ Times are CUDA-event medians of --repeats runs after --warmup. Records: JSON Lin
 "attnres-bench"); a side-by-side table at the end.
 
 Usage: attnres_bench.py --out FILE.jsonl [--n 4] [--s 8] [--b 32] [--t 1024] [--d 512] [--dtype bf16]
-                        [--modes flashcheck,compile,eager] [--warmup 5] [--repeats 20]
+                        [--modes flashcheck,unchecked,compile,eager] [--warmup 5] [--repeats 20]
 """
 import argparse
 import datetime
@@ -24,7 +26,9 @@ import sys
 
 import torch
 
-MODES = {"flashcheck": "cuda.attnres", "compile": "torch.compile", "eager": "torch.eager"}
+# "unchecked": cuda.attnres with its ops' NaN/Inf input checks off (flashcheck.input_checks(False)): each
+# checked op waits for the device once to read its flag back, which the references never do.
+MODES = {"flashcheck": "cuda.attnres", "unchecked": "cuda.attnres.unchecked", "compile": "torch.compile", "eager": "torch.eager"}
 
 
 def phase1_reference(values, queries, eps):
@@ -84,7 +88,7 @@ def main(argv=None):
     ap.add_argument("--t", type=int, default=1024)
     ap.add_argument("--d", type=int, default=512)
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
-    ap.add_argument("--modes", default="flashcheck,compile,eager")
+    ap.add_argument("--modes", default="flashcheck,unchecked,compile,eager")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=20)
     a = ap.parse_args(argv)
@@ -95,7 +99,7 @@ def main(argv=None):
     if set(modes) - set(MODES) or min(a.n, a.s, a.b, a.t, a.d, a.repeats) < 1 or a.warmup < 0:
         print(f"attnres_bench: --modes from {', '.join(MODES)}; sizes and repeats >= 1", file=sys.stderr)
         return 2
-    if "flashcheck" in modes:
+    if "flashcheck" in modes or "unchecked" in modes:
         import flashcheck  # noqa: F401  (the op library: build/python on PYTHONPATH)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.dtype]
     size = dtype.itemsize if hasattr(dtype, "itemsize") else torch.tensor([], dtype=dtype).element_size()
@@ -112,7 +116,7 @@ def main(argv=None):
     records = []
     with open(a.out, "a") as out:
         for mode in modes:
-            if mode == "flashcheck":
+            if mode in ("flashcheck", "unchecked"):
                 import flashcheck
                 p1 = lambda: torch.ops.flashcheck.attnres_phase1_forward(values, queries, 1e-6)  # noqa: E731
                 block = flashcheck.attnres
@@ -130,7 +134,11 @@ def main(argv=None):
                 return torch.autograd.grad(h, xs, dh)
 
             for what, fn in (("phase1", p1), ("step", step)):
-                ms, times, peak = timed(fn, a.warmup, a.repeats)
+                if mode == "unchecked":
+                    with flashcheck.input_checks(False):
+                        ms, times, peak = timed(fn, a.warmup, a.repeats)
+                else:
+                    ms, times, peak = timed(fn, a.warmup, a.repeats)
                 metrics = {"median_ms": ms, "ms": times, "peak_bytes": peak}
                 if what == "phase1":
                     metrics.update({"bytes": phase1_bytes, "bytes_per_s": phase1_bytes / (ms * 1e-3), "copy_bytes_per_s": bw,

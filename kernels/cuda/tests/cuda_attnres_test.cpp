@@ -125,6 +125,37 @@ TEST(CudaAttnRes, LongRowsAgreeWithTheCpuBackend) {
   }
 }
 
+TEST(CudaAttnRes, ManyTokensPerWarpAgreeWithTheCpuBackend) {
+  REQUIRE_GPU();
+  auto gpu = make_cuda_attnres();
+  auto cpu = cpu::make_cpu_attnres();
+  // Phase 1's lane kernels run on a persistent grid (at most the blocks that fit at once), each group of
+  // warps walking tokens with a ring of shared-memory slots filled ahead (version 6): these shapes give
+  // every group 3 or more tokens on an H100 or H200, so the ring wraps and the prefetched slots are the
+  // ones read (the harness's shapes give each group at most one). The bound and its reason are
+  // LongRowsAgreeWithTheCpuBackend's. Layouts: D = 64 (K = 1, 8 groups a block), D = 512 (the
+  // benchmark's K = 2, S = 8), D = 2048 (groups of 4 warps: the loops' block barriers); policies with
+  // the typed stores (bf16), fp16 o with row scales (store_lane_row's barriers inside the loop), fp32
+  // (two 16-byte pieces per chunk) and stochastic rounding.
+  const double bound = 2 * std::ldexp(1.0, -8);
+  for (const char* text : {"bf16", "bf16,o=fp16", "fp32", "fp16,round=sr,seed=5"}) {
+    const PrecisionPolicy policy = PrecisionPolicy::parse(text);
+    for (const AttnResShape shape : {AttnResShape{4, 3, 2400, 64, 3, 1e-6}, AttnResShape{4, 2, 4000, 512, 8, 1e-6},
+                                     AttnResShape{4, 1, 3000, 2048, 2, 1e-6}}) {
+      AttnResRun g(shape, policy, 7), c(shape, policy, 7);
+      g.forward(*gpu), c.forward(*cpu);
+      g.backward(*gpu), c.backward(*cpu);
+      const std::string at = std::string(text) + " B T=" + std::to_string(shape.batch * shape.tokens) + " D=" + std::to_string(shape.dim);
+      EXPECT_LE(normwise_difference(g.values_of(g.o, g.o_scale), c.values_of(c.o, c.o_scale)), bound) << at << ": o";
+      EXPECT_LE(normwise_difference(g.values_of(g.h, g.h_scale), c.values_of(c.h, c.h_scale)), bound) << at << ": h";
+      EXPECT_LE(normwise_difference(g.values_of(g.lse, {}), c.values_of(c.lse, {})), bound) << at << ": lse";
+      EXPECT_LE(normwise_difference(g.values_of(g.dv, {}), c.values_of(c.dv, {})), bound) << at << ": d_values";
+      EXPECT_LE(normwise_difference(g.values_of(g.du, {}), c.values_of(c.du, {})), bound) << at << ": d_partial";
+      EXPECT_LE(normwise_difference(g.values_of(g.dw, {}), c.values_of(c.dw, {})), bound) << at << ": d_queries";
+    }
+  }
+}
+
 TEST(CudaAttnRes, BadInputIsRefusedWithAClearError) {
   REQUIRE_GPU();
   auto gpu = make_cuda_attnres();

@@ -137,6 +137,8 @@ TORCH_LIBRARY(flashcheck, m) {
         "-> (Tensor, Tensor, Tensor, Tensor)");
   fc::kernels::pt::ops::define_attention_autograd(m);
   fc::kernels::pt::ops::define_attnres_ops(m);
+  // The CUDA ops' input checks on or off (op_support.hpp); returns the previous setting.
+  m.def("set_input_checks(bool enabled) -> bool", [](bool enabled) { return fc::kernels::pt::ops::set_input_checks(enabled); });
 }
 
 TORCH_LIBRARY_IMPL(flashcheck, CPU, m) {

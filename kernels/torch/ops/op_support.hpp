@@ -30,6 +30,12 @@ void check_finite(const char* op, const char* what, const at::Tensor& t);
 // The same for several tensors with one device-to-host transfer (a CUDA op would otherwise wait for the
 // device once per tensor); the error names the first tensor that is not finite.
 void check_all_finite(const char* op, std::initializer_list<std::pair<const at::Tensor*, const char*>> tensors);
+// The CUDA ops' NaN/Inf checks of their inputs (on by default), process-wide. They make each op wait
+// for the device once (one 4-byte or few-byte transfer); off, an op never waits and NaN or Inf in an
+// input flows into the outputs unreported, as with PyTorch's own ops. set_input_checks returns the
+// previous setting (the op flashcheck::set_input_checks; flashcheck.input_checks in Python).
+bool input_checks_enabled();
+bool set_input_checks(bool enabled);
 void check_same_shape(const char* op, const char* what, const at::Tensor& t, at::IntArrayRef shape);
 
 // Runs `body` with the subject serialised (subjects keep counters and options) and every flashcheck

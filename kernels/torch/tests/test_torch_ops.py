@@ -383,6 +383,17 @@ class AttnResCuda(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "partial has shape"):
             flashcheck.attnres(values, partial[:, :, :2], queries)
 
+    def test_input_checks_can_be_turned_off_and_back_on(self):
+        values, partial, queries = (x.detach().cuda() for x in attnres_inputs(n=3, b=2, t=70, d=64, dtype=torch.float32))
+        bad = values.clone()
+        bad[1, 0, 5, 7] = float("nan")
+        with flashcheck.input_checks(False):
+            h = flashcheck.attnres(bad, partial, queries)  # no error: the NaN flows into h unreported
+            self.assertTrue(torch.isnan(h).any().item())
+            self.assertTrue(torch.isfinite(flashcheck.attnres(values, partial, queries)).all().item())
+        with self.assertRaisesRegex(RuntimeError, "values contains NaN or Inf"):  # restored on exit
+            flashcheck.attnres(bad, partial, queries)
+
     def test_every_phase_names_the_input_that_holds_nan_or_inf(self):
         # D = 64: the lane kernels, which find NaN and Inf as they read; D = 12: the block kernels, whose
         # inputs the op checks in a pass of its own. One bad entry, anywhere, in any input of any phase.

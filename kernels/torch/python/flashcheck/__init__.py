@@ -68,3 +68,26 @@ def attnres(values, partial, queries, eps=1e-6):
     layers' partial sums; differentiable twice with respect to values, partial and queries."""
     o, lse = attnres_phase1(values, queries, eps)
     return attnres_phase2(o, lse, partial, queries, eps)
+
+
+class input_checks:
+    """The CUDA ops' NaN/Inf checks of their inputs, on (the default) or off, process-wide.
+
+    Each check makes an op wait for the device once (a few bytes copied back) so that NaN or Inf in an
+    input raises an error naming it; off, the ops never wait, and NaN or Inf flows into the outputs
+    unreported, as with PyTorch's own ops. Takes effect at once; as a context manager it restores the
+    previous setting on exit:
+
+        with flashcheck.input_checks(False):
+            step()
+    """
+
+    def __init__(self, enabled):
+        self.previous = torch.ops.flashcheck.set_input_checks(bool(enabled))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        torch.ops.flashcheck.set_input_checks(self.previous)
+        return False
