@@ -718,7 +718,8 @@ constexpr int kDwMaxN = kLaneRowChunks;
 // (phase 1): dw_phase1[chunk][s][c] = sum over the chunk's tokens in order, sources in order, of
 // coef[t][s][i] v_i[t][c] (cpu.attnres's order). A token's N rows load together (the loop over
 // sources is unrolled), so a warp keeps N loads in flight.
-__global__ void __launch_bounds__(kDwThreads) attnres_phase1_dw_kernel(const AttnResParams p) {
+// (4 blocks per SM, 64 registers: the loads in flight, not the arithmetic, set its speed)
+__global__ void __launch_bounds__(kDwThreads, 4) attnres_phase1_dw_kernel(const AttnResParams p) {
   extern __shared__ float coef[];
   const int S = p.layers, N = p.sources, D = p.dim, BT = p.batch * p.tokens, chunk = blockIdx.x;
   const int first = chunk * kAttnResChunk, end = min(BT, first + kAttnResChunk);
@@ -798,9 +799,13 @@ __device__ inline void partial_logit(const AttnResParams& p, int s, const float 
   group_sync(at.warps);  // the sums' slots are free again
 }
 
+// (K <= 2: 4 blocks per SM, 64 registers, for more rows' loads in flight)
+template <int K>
+constexpr int kPhase2BlocksPerSm = K <= 2 ? 4 : 2;
+
 // grid (ceil(S B T / (8 / W))); shared: per warp 4 floats, then kLaneWarps
 template <int K>
-__global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase2_forward_lane_kernel(const AttnResParams p, int W) {
+__global__ void __launch_bounds__(32 * kLaneWarps, kPhase2BlocksPerSm<K>) attnres_phase2_forward_lane_kernel(const AttnResParams p, int W) {
   extern __shared__ float smem[];
   const int D = p.dim, BT = p.batch * p.tokens;
   const LanePlace at(W);
@@ -828,7 +833,7 @@ __global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase2_forward_lane_k
 // grid as the forward: do, dlse, du, and the dw coefficient ds_u r_u ([S][B T] after the chunk partials
 // in dw_phase2)
 template <int K>
-__global__ void __launch_bounds__(32 * kLaneWarps) attnres_phase2_backward_lane_kernel(const AttnResParams p, int W) {
+__global__ void __launch_bounds__(32 * kLaneWarps, kPhase2BlocksPerSm<K>) attnres_phase2_backward_lane_kernel(const AttnResParams p, int W) {
   extern __shared__ float smem[];
   const int D = p.dim, BT = p.batch * p.tokens;
   const LanePlace at(W);
