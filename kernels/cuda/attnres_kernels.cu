@@ -38,22 +38,29 @@ const DeviceLimits& device_limits(const char* name) {
   return it->second;
 }
 
-// Blocks of 32 kLaneWarps threads per SM with `smem` bytes (the occupancy calculator), and the kernel's
-// shared-memory attribute raised where it needs more than 48 KiB: both once per (kernel, bytes, device).
+// Blocks of 32 kLaneWarps threads per SM with `smem` bytes (the occupancy calculator), once per
+// (kernel, bytes, device); and the kernel's shared-memory attribute raised to `smem` where it was lower
+// (only ever raised: a launch needs the attribute >= its bytes, and a shape with less shared memory
+// must not lower it under one with more that is launched later from the cache).
 template <class Kernel>
 int blocks_per_sm(Kernel kernel, int smem, const char* name) {
   int device = 0;
   check_launch_result(cudaGetDevice(&device), name);
   static std::mutex mutex;
-  static std::map<std::tuple<const void*, int, int>, int> cache;
+  static std::map<std::tuple<const void*, int, int>, int> occupancy;
+  static std::map<std::pair<const void*, int>, int> attribute;  // the largest value set so far
   const std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), smem, device);
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    if (smem > 48 * 1024) allow_smem(kernel, smem, name);
+  const void* k = reinterpret_cast<const void*>(kernel);
+  if (smem > 48 * 1024) {
+    int& set = attribute[{k, device}];
+    if (smem > set) allow_smem(kernel, smem, name), set = smem;
+  }
+  const auto key = std::make_tuple(k, smem, device);
+  auto it = occupancy.find(key);
+  if (it == occupancy.end()) {
     int per_sm = 0;
     check_launch_result(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * kLaneWarps, smem), name);
-    it = cache.emplace(key, per_sm).first;
+    it = occupancy.emplace(key, per_sm).first;
   }
   return it->second;
 }
