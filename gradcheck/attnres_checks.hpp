@@ -5,7 +5,7 @@
 //   fwd: o and lse (phase 1), h (phase 2, from the subject's own stored o and lse)
 //   bwd: d_values, d_partial, d_queries (the gradients of <dh, h>, from the subject's own fwd)
 // Each passes iff err <= rho err(baseline) + floor, the baseline attnres_baseline.hpp's, and
-//     floor = floor_u (u_t + u_acc (sqrt(L) + A)) M
+//     floor = floor_u ((u_t + u_acc (sqrt(L) + A)) M + storage_underflow)
 // as for attention: u_t the largest unit roundoff among the stored roles (values, o, gradients: one
 // rounding of a stored intermediate, such as o before phase 2 or do between the backward kernels),
 // u_acc the accumulation format's; L the longest chain of summed terms (2 D + N + S, plus B T for

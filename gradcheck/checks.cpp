@@ -111,7 +111,8 @@ bool judge_outputs(CaseReport& r, const Outputs& out, const std::vector<std::vec
   if (r.discarded.empty()) {
     for (std::size_t i = 0; i < out.tensors.size(); ++i) {
       const Output& o = out.tensors[i];
-      r.tensors.push_back(verdict(o.name, o.format(), o.values(), baseline[i], reference[i], magnitudes[i], noise_units[i], r.options));
+      const double underflow = storage_underflow(r.policy().rounding, format_info(o.range_format()).min_subnormal());
+      r.tensors.push_back(verdict(o.name, o.format(), o.values(), baseline[i], reference[i], magnitudes[i], noise_units[i], r.options, underflow));
     }
   }
   for (const TensorVerdict& v : r.tensors) {  // the plain same-format computation overflows: no verdict

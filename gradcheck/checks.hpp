@@ -4,7 +4,7 @@
 // verdict of EQUATIONS.md section 6:  pass iff err(X) <= rho err(X_base) + floor, err = max abs error,
 // X_base the same-format baseline (baseline.hpp: PyTorch's math attention, every tensor it stores
 // rounded), and
-//     floor = floor_u * (u_t + u_acc * (sqrt(L) + A)) * M
+//     floor = floor_u * ((u_t + u_acc * (sqrt(L) + A)) * M + storage_underflow)
 // with u_t and u_acc the unit roundoffs of the policy's storage format (Q's) and accumulation format,
 // L the length of the longest chain of summed terms (d + dv + Nk + (Hq/Hkv) Nq), A = 2 (1 + the
 // largest logit magnitude |s| sum_c |q k|) + ln Nk, and M the largest magnitude of the terms X's
@@ -20,7 +20,10 @@
 //     error analysis, Higham and Mary 2019; seen: 3.2 times the baseline at fp32);
 //   - logits rounded at another point, or P = exp(S - L) re-derived from a rounded L as FA2's backward
 //     does: S and L each carry a relative rounding, a relative error of P of u_acc (|S| + |L|) <= u_acc A
-//     (seen: 3.6 times the baseline at fp32 with logits ~50, and 1.06 times the floor with A = 1 + max|S|).
+//     (seen: 3.6 times the baseline at fp32 with logits ~50, and 1.06 times the floor with A = 1 + max|S|);
+//   - storage_underflow (verdict.hpp): outputs in the format's subnormal range, whose spacing is absolute
+//     (the smallest subnormal s_t): s_t under round-to-nearest, 2 s_t under stochastic rounding (seen:
+//     fp16 SR d_queries ~1e-7, 0.85 s_t off against a baseline 0.19 s_t off, on the CPU and GPU alike).
 // Below that floor no comparison with the baseline can tell a bug from a different correct rounding
 // order; above it rho x baseline judges. Where the floor reaches a quarter of the largest exact value
 // (heavy cancellation: exact values far below the terms they are summed from, or exactly zero) the
@@ -103,7 +106,8 @@ struct CaseReport {
 CaseReport check_case(kernels::Subject& subject, const Case& c, kernels::Op op, const VerdictOptions& options);
 
 // The oracle step of either family: each output of `out` against its reference and the baseline's
-// values, with floor = floor_u noise_units[i] magnitudes[i] (r.options). Or no verdict: the case is
+// values, with floor = floor_u (noise_units[i] magnitudes[i] + storage_underflow of the output's range
+// format under the case's rounding) (r.options). Or no verdict: the case is
 // discarded when an exact value lies outside an output's range or the baseline itself overflowed
 // (r.discarded says why, r.pass is set true: runs count it as discarded). Returns whether it was judged.
 template <class T>

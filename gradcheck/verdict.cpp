@@ -59,11 +59,11 @@ double largest_finite(const std::vector<double>& x) {
 
 template <class T>
 TensorVerdict verdict(const std::string& name, Format format, const std::vector<double>& subject, const std::vector<double>& base,
-                      const std::vector<T>& reference, double magnitude, double noise_unit, const VerdictOptions& o) {
+                      const std::vector<T>& reference, double magnitude, double noise_unit, const VerdictOptions& o, double underflow) {
   TensorVerdict v;
   v.tensor = name;
   v.format = format;
-  v.floor = o.floor_u * noise_unit * magnitude;
+  v.floor = o.floor_u * (noise_unit * magnitude + underflow);
   // Relative errors and ULPs are floored at the magnitude scale: near a zero reference they count
   // against the size of the terms that cancelled, not against the (tiny) reference itself.
   const MetricOptions m{format, magnitude};
@@ -97,9 +97,9 @@ std::string outside_range(const std::string& name, Format range, const std::vect
 }
 
 template TensorVerdict verdict<double>(const std::string&, Format, const std::vector<double>&, const std::vector<double>&,
-                                       const std::vector<double>&, double, double, const VerdictOptions&);
+                                       const std::vector<double>&, double, double, const VerdictOptions&, double);
 template TensorVerdict verdict<oracle::quad>(const std::string&, Format, const std::vector<double>&, const std::vector<double>&,
-                                             const std::vector<oracle::quad>&, double, double, const VerdictOptions&);
+                                             const std::vector<oracle::quad>&, double, double, const VerdictOptions&, double);
 template std::string outside_range<double>(const std::string&, Format, const std::vector<double>&);
 template std::string outside_range<oracle::quad>(const std::string&, Format, const std::vector<oracle::quad>&);
 
