@@ -98,6 +98,16 @@ double normwise_difference(const std::vector<double>& a, const std::vector<doubl
   return size > 0 ? diff / size : diff;
 }
 
+// Every output of a forward and backward run on the GPU (g) within `bound` of the CPU's (c), normwise.
+void expect_outputs_agree(const AttnResRun& g, const AttnResRun& c, double bound, const std::string& at) {
+  EXPECT_LE(normwise_difference(g.values_of(g.o, g.o_scale), c.values_of(c.o, c.o_scale)), bound) << at << ": o";
+  EXPECT_LE(normwise_difference(g.values_of(g.h, g.h_scale), c.values_of(c.h, c.h_scale)), bound) << at << ": h";
+  EXPECT_LE(normwise_difference(g.values_of(g.lse, {}), c.values_of(c.lse, {})), bound) << at << ": lse";
+  EXPECT_LE(normwise_difference(g.values_of(g.dv, {}), c.values_of(c.dv, {})), bound) << at << ": d_values";
+  EXPECT_LE(normwise_difference(g.values_of(g.du, {}), c.values_of(c.du, {})), bound) << at << ": d_partial";
+  EXPECT_LE(normwise_difference(g.values_of(g.dw, {}), c.values_of(c.dw, {})), bound) << at << ": d_queries";
+}
+
 TEST(CudaAttnRes, LongRowsAgreeWithTheCpuBackend) {
   REQUIRE_GPU();
   auto gpu = make_cuda_attnres();
@@ -115,13 +125,7 @@ TEST(CudaAttnRes, LongRowsAgreeWithTheCpuBackend) {
     AttnResRun g(shape, policy, 5), c(shape, policy, 5);
     g.forward(*gpu), c.forward(*cpu);
     g.backward(*gpu), c.backward(*cpu);
-    const std::string at = "N=" + std::to_string(shape.sources) + " D=" + std::to_string(shape.dim);
-    EXPECT_LE(normwise_difference(g.values_of(g.o, g.o_scale), c.values_of(c.o, c.o_scale)), bound) << at << ": o";
-    EXPECT_LE(normwise_difference(g.values_of(g.h, g.h_scale), c.values_of(c.h, c.h_scale)), bound) << at << ": h";
-    EXPECT_LE(normwise_difference(g.values_of(g.lse, {}), c.values_of(c.lse, {})), bound) << at << ": lse";
-    EXPECT_LE(normwise_difference(g.values_of(g.dv, {}), c.values_of(c.dv, {})), bound) << at << ": d_values";
-    EXPECT_LE(normwise_difference(g.values_of(g.du, {}), c.values_of(c.du, {})), bound) << at << ": d_partial";
-    EXPECT_LE(normwise_difference(g.values_of(g.dw, {}), c.values_of(c.dw, {})), bound) << at << ": d_queries";
+    expect_outputs_agree(g, c, bound, "N=" + std::to_string(shape.sources) + " D=" + std::to_string(shape.dim));
   }
 }
 
@@ -145,13 +149,7 @@ TEST(CudaAttnRes, ManyTokensPerWarpAgreeWithTheCpuBackend) {
       AttnResRun g(shape, policy, 7), c(shape, policy, 7);
       g.forward(*gpu), c.forward(*cpu);
       g.backward(*gpu), c.backward(*cpu);
-      const std::string at = std::string(text) + " B T=" + std::to_string(shape.batch * shape.tokens) + " D=" + std::to_string(shape.dim);
-      EXPECT_LE(normwise_difference(g.values_of(g.o, g.o_scale), c.values_of(c.o, c.o_scale)), bound) << at << ": o";
-      EXPECT_LE(normwise_difference(g.values_of(g.h, g.h_scale), c.values_of(c.h, c.h_scale)), bound) << at << ": h";
-      EXPECT_LE(normwise_difference(g.values_of(g.lse, {}), c.values_of(c.lse, {})), bound) << at << ": lse";
-      EXPECT_LE(normwise_difference(g.values_of(g.dv, {}), c.values_of(c.dv, {})), bound) << at << ": d_values";
-      EXPECT_LE(normwise_difference(g.values_of(g.du, {}), c.values_of(c.du, {})), bound) << at << ": d_partial";
-      EXPECT_LE(normwise_difference(g.values_of(g.dw, {}), c.values_of(c.dw, {})), bound) << at << ": d_queries";
+      expect_outputs_agree(g, c, bound, std::string(text) + " B T=" + std::to_string(shape.batch * shape.tokens) + " D=" + std::to_string(shape.dim));
     }
   }
 }
