@@ -182,7 +182,6 @@ __device__ inline float warp_max(float v) {
   return v;
 }
 
-// Entries c .. c + 7 of a row (c % 8 == 0, the row 16-byte aligned) as fp32.
 // 8 entries as stored (16-byte pieces: two for fp32, one for the 16-bit formats) -> fp32.
 __device__ inline void unpack8(Elem type, uint4 a, uint4 b, float (&x)[8]) {
   if (type == Elem::f32) {
@@ -198,6 +197,7 @@ __device__ inline void unpack8(Elem type, uint4 a, uint4 b, float (&x)[8]) {
     x[2 * k] = f.x, x[2 * k + 1] = f.y;
   }
 }
+// Entries c .. c + 7 of a row (c % 8 == 0, the row 16-byte aligned) as fp32.
 __device__ inline void load8(const void* row, Elem type, int c, float (&x)[8]) {
   if (type == Elem::f32) {
     const uint4* q = reinterpret_cast<const uint4*>(static_cast<const float*>(row) + c);

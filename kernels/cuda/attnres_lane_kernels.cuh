@@ -347,10 +347,9 @@ __host__ __device__ inline std::size_t raw_query_bytes(const AttnResParams& p, E
   return queries_staged(p) ? static_cast<std::size_t>(p.layers) * p.dim * (E == Elem::f32 ? 4 : 2) : 0;
 }
 
-// Layers per reduce-scatter in phase 1's dot products: LB layers' N sums each (LB NMAX values <= `Values`,
-// or one layer)
-// reduced by one warp_sums_to, whose shuffles are independent of each other, where one layer at a time
-// made a chain of dependent shuffles per layer. The bits are warp_sum's whatever LB is (every value's
+// Layers per reduce-scatter in phase 1's dot products: the N sums of LB layers (LB NMAX <= `Values`, at
+// least one layer, at most 8) reduced by one warp_sums_to, whose shuffles are independent of each other,
+// where one layer at a time made a chain of dependent shuffles per layer. The bits are warp_sum's whatever LB is (every value's
 // tree is the same butterfly), so the forward and the backward may batch differently.
 template <int NMAX, int Values>
 constexpr int kLayerBatch = Values / NMAX < 1 ? 1 : Values / NMAX < 8 ? Values / NMAX : 8;
@@ -488,10 +487,10 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_forward_lan
 // Grid and token loop as the forward (TokenRing; stages 0: no staging, every row read from global memory
 // as version 5 did, for shapes whose slots do not fit). A slot holds the token's N K value chunks, then
 // its S K chunks of do (the gradient format): read twice (the dot products do_s . v_i, then d_values),
-// from shared memory. Shared after the rings (and the queries, staged only without rings: with them, two
-// blocks per SM would not fit at D = 512, S = 8): per warp `part` [(2 S' + 1) NMAX] (||v_i||^2, w_s . v_i,
-// do_s . v_i; S' = S rounded up to the layer batch), then per warp prob, ds, coef [S][NMAX] each. Writes d_values and the dw coefficients
-// ds_i r_i ([B T][S][N] after the chunk partials in dw_phase1).
+// from shared memory. Shared after the rings: the queries as stored (Uniform, where they fit), then per
+// warp `part` [(2 S' + 1) NMAX] (||v_i||^2, w_s . v_i, do_s . v_i; S' = S rounded up to the layer
+// batch), then per warp prob, ds, coef [S][NMAX] each. Writes d_values and the dw coefficients ds_i r_i
+// ([B T][S][N] after the chunk partials in dw_phase1).
 __host__ __device__ inline int phase1_backward_slot_uint4(Elem values, Elem grads, int S, int K) {
   return (kLaneRowChunks * pieces_of(values) + S * K * pieces_of(grads)) * 32;
 }
