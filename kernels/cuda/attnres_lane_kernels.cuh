@@ -129,6 +129,24 @@ struct Raw8 {
 #pragma unroll
     for (auto& x : w) x = make_uint4(0, 0, 0, 0);
   }
+  // NaN and Inf among the 8 entries into `bad2` for the 16-bit formats: flag_nonfinite's fma(x, 0, bad) on
+  // packed pairs (fma.rn.bf16x2 / f16x2: half its instructions); packed_nonfinite reads the result.
+  __device__ void flag_packed(unsigned& bad2) const {
+    static_assert(E != Elem::f32, "16-bit formats only");
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const unsigned word = j == 0 ? w[0].x : j == 1 ? w[0].y : j == 2 ? w[0].z : w[0].w;
+      if constexpr (E == Elem::bf16) {
+        asm("fma.rn.bf16x2 %0, %1, %2, %0;" : "+r"(bad2) : "r"(word), "r"(0u));
+      } else {
+        asm("fma.rn.f16x2 %0, %1, %2, %0;" : "+r"(bad2) : "r"(word), "r"(0u));
+      }
+    }
+  }
+  static __device__ bool packed_nonfinite(unsigned bad2) {
+    constexpr unsigned kInf = E == Elem::bf16 ? 0x7f80u : 0x7c00u;  // a NaN's magnitude bits exceed Inf's
+    return (bad2 & 0x7fffu) > kInf || ((bad2 >> 16) & 0x7fffu) > kInf;
+  }
   __device__ void to_float(float (&x)[8]) const {
     if constexpr (kPieces == 2) {
       unpack8(E, w[0], w[1], x);
@@ -137,6 +155,24 @@ struct Raw8 {
     }
   }
 };
+
+// A layer's NMAX softmax weights from shared memory, in 16-byte loads where NMAX allows (the weights of a
+// warp start 16-byte aligned and are NMAX apart).
+template <int NMAX>
+__device__ inline void load_weights(const float* w, float (&pw)[NMAX]) {
+  if constexpr (NMAX % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < NMAX; i += 4) {
+      const float4 q = reinterpret_cast<const float4*>(w + i)[0];
+      pw[i] = q.x, pw[i + 1] = q.y, pw[i + 2] = q.z, pw[i + 3] = q.w;
+    }
+  } else if constexpr (NMAX == 2) {
+    const float2 q = reinterpret_cast<const float2*>(w)[0];
+    pw[0] = q.x, pw[1] = q.y;
+  } else {
+    pw[0] = w[0];
+  }
+}
 
 // acc += sum_k a[k] b[k], in k order, each step one fmaf (the one sequence every kernel here uses).
 __device__ inline float dot8(float acc, const float (&a)[8], const float (&b)[8]) {
@@ -231,10 +267,20 @@ __device__ inline void load_token_rows(const AttnResParams& p, int b, int t, boo
       }
     }
   }
+  if constexpr (E == Elem::f32) {
 #pragma unroll
-  for (int i = 0; i < NMAX; ++i) {
+    for (int i = 0; i < NMAX; ++i) {
 #pragma unroll
-    for (int kk = 0; kk < K; ++kk) raw[i][kk].to_float(x[i][kk]), flag_nonfinite(bad, x[i][kk]);
+      for (int kk = 0; kk < K; ++kk) raw[i][kk].to_float(x[i][kk]), flag_nonfinite(bad, x[i][kk]);
+    }
+  } else {
+    unsigned bad2 = 0;  // (the zeros past N and D are finite)
+#pragma unroll
+    for (int i = 0; i < NMAX; ++i) {
+#pragma unroll
+      for (int kk = 0; kk < K; ++kk) raw[i][kk].to_float(x[i][kk]), raw[i][kk].flag_packed(bad2);
+    }
+    if (Raw8<E>::packed_nonfinite(bad2)) bad = __int_as_float(0x7fc00000);  // (a NaN: nonfinite_bit's test)
   }
   float sq[NMAX];
 #pragma unroll
@@ -247,13 +293,21 @@ __device__ inline void load_token_rows(const AttnResParams& p, int b, int t, boo
 }
 // The cp.async copies of a token's value rows into chunk slots i K + kk of `area` (load_token_rows'
 // `staged`): NMAX K slots of pieces_of(E) uint4 per lane.
+// Token bt = b T + t: its first row's address, then one source's step (no division per token where the
+// values' (b, t) rows are evenly spaced, as in every contiguous layout; 64-bit products once per token,
+// not per row).
 template <Elem E, int K, int NMAX>
-__device__ inline void stage_token_rows(const AttnResParams& p, int b, int t, const LanePlace& at, uint4* area) {
+__device__ inline void stage_token_rows(const AttnResParams& p, int bt, const LanePlace& at, uint4* area) {
+  const AttnResIn& x = p.values;
+  const bool even = p.batch == 1 || x.batch == static_cast<std::int64_t>(p.tokens) * x.token;
+  const std::int64_t first = even ? bt * x.token : (bt / p.tokens) * x.batch + (bt % p.tokens) * x.token;
+  constexpr int kBytes = E == Elem::f32 ? 4 : 2;
+  const auto* row = static_cast<const unsigned char*>(x.data) + first * kBytes;
 #pragma unroll
-  for (int i = 0; i < NMAX; ++i) {
+  for (int i = 0; i < NMAX; ++i, row += x.outer * kBytes) {
 #pragma unroll
     for (int kk = 0; kk < K; ++kk) {
-      if (i < p.sources && at.entry(kk) < p.dim) stage8(area, i * K + kk, row_ptr(p.values, i, b, t), E, at.entry(kk), at.lane);
+      if (i < p.sources && at.entry(kk) < p.dim) stage8(area, i * K + kk, row, E, at.entry(kk), at.lane);
     }
   }
 }
@@ -388,10 +442,13 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_forward_lan
   float* weight = scratch + kLaneWarps * stride + at.warp() * S * NMAX;
   float* red = scratch + kLaneWarps * (stride + S * NMAX);
 
+  bool in_row[K];  // whether the lane's chunk kk lies inside the row (D not a multiple of 256 W K)
+#pragma unroll
+  for (int kk = 0; kk < K; ++kk) in_row[kk] = at.entry(kk) < D;
   const int groups = at.groups(), step = gridDim.x * groups;
   const auto issue = [&](int first, int slot) {
     const int bt = first + at.group;
-    if (bt < BT) stage_token_rows<E, K, NMAX>(p, bt / p.tokens, bt % p.tokens, at, ring.slot(slot));
+    if (bt < BT) stage_token_rows<E, K, NMAX>(p, bt, at, ring.slot(slot));
     cp_async_commit();  // (an empty group past the end keeps wait_current's count)
   };
   int first = blockIdx.x * groups;
@@ -400,22 +457,21 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_forward_lan
     if (stages > 1) issue(first + (stages - 1) * step, slot == 0 ? stages - 1 : slot - 1);  // the slot read last time
     const int bt = first + at.group;
     const bool active = bt < BT;
-    const int b = active ? bt / p.tokens : 0, t = active ? bt % p.tokens : 0;
     if (stages == 1) {
-      if (active) stage_token_rows<E, K, NMAX>(p, b, t, at, ring.slot(0));
+      if (active) stage_token_rows<E, K, NMAX>(p, bt, at, ring.slot(0));
       cp_async_commit();
     }
     ring.wait_current();
     group_sync(W);  // (the previous token's readers of part and weight are done)
     float x[NMAX][K][8];
-    load_token_rows<true, E, K>(p, b, t, active, at, x, bad_v, part, ring.slot(slot));
+    load_token_rows<true, E, K>(p, 0, 0, active, at, x, bad_v, part, ring.slot(slot));  // (b, t: only for unstaged rows)
     for (int s0 = 0; s0 < S; s0 += LB) {  // w_s . v_i for LB layers at a time, each in kk order (dot8)
       float acc[LB * NMAX];
 #pragma unroll
       for (int j = 0; j < LB * NMAX; ++j) acc[j] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < K; ++kk) {
-        if (at.entry(kk) >= D) continue;
+        if (!in_row[kk]) continue;
 #pragma unroll
         for (int j = 0; j < LB; ++j) {
           if (s0 + j >= S) break;
@@ -451,12 +507,16 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_forward_lan
       if (active && at.in_group == 0) p.lse[static_cast<std::int64_t>(s) * BT + bt] = m + logf(l);
     }
     __syncwarp();
-    // o's rows in the values' format, to nearest, unscaled (the common case): stored here, typed
+    // o's rows in the values' format, to nearest, unscaled (the common case): stored here, typed, through
+    // a pointer stepped by a layer's rows (the address arithmetic in 64 bits per layer was half the loop's
+    // instructions, version 7)
     const bool plain_o = p.o.type == E && p.o.scale == nullptr && !p.rounding.stochastic;
-    for (int s = 0; s < S; ++s) {  // o_s = sum_i p_i v_i, sources in order, from the registers
+    constexpr int kRowBytes = E == Elem::f32 ? 4 : 2;
+    unsigned char* o_row = static_cast<unsigned char*>(p.o.data) + static_cast<std::int64_t>(bt) * D * kRowBytes;
+    const std::int64_t layer_bytes = static_cast<std::int64_t>(BT) * D * kRowBytes;
+    for (int s = 0; s < S; ++s, o_row += layer_bytes) {  // o_s = sum_i p_i v_i, sources in order, from the registers
       float pw[NMAX], o[K][8];
-#pragma unroll
-      for (int i = 0; i < NMAX; ++i) pw[i] = weight[s * NMAX + i];
+      load_weights(weight + s * NMAX, pw);
 #pragma unroll
       for (int kk = 0; kk < K; ++kk) {
 #pragma unroll
@@ -467,16 +527,14 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_forward_lan
           for (int k = 0; k < 8; ++k) o[kk][k] = fmaf(pw[i], x[i][kk][k], o[kk][k]);
         }
       }
-      const std::int64_t row = static_cast<std::int64_t>(s) * BT + bt;
       if (plain_o) {
         if (!active) continue;
-        auto* base = static_cast<unsigned char*>(p.o.data) + row * D * (E == Elem::f32 ? 4 : 2);
 #pragma unroll
         for (int kk = 0; kk < K; ++kk) {
-          if (at.entry(kk) < D) store8(base, E, at.entry(kk), o[kk]);
+          if (in_row[kk]) store8(o_row, E, at.entry(kk), o[kk]);
         }
       } else {
-        store_lane_row<K>(p.o, row, D, o, at, active, p.rounding, p.o_stream, red);
+        store_lane_row<K>(p.o, static_cast<std::int64_t>(s) * BT + bt, D, o, at, active, p.rounding, p.o_stream, red);
       }
     }
   }
@@ -542,7 +600,7 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_backward_la
     return static_cast<const unsigned char*>(p.d_o) + (static_cast<std::int64_t>(s) * BT + bt) * D * (gtype == Elem::f32 ? 4 : 2);
   };
   const auto stage = [&](int bt, uint4* area) {  // the token's value rows, then its do rows
-    stage_token_rows<E, K, NMAX>(p, bt / p.tokens, bt % p.tokens, at, area);
+    stage_token_rows<E, K, NMAX>(p, bt, at, area);
     for (int s = 0; s < S; ++s) {
 #pragma unroll
       for (int kk = 0; kk < K; ++kk) {
