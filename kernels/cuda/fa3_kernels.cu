@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "kernels/cuda/hopper/tensor_map.hpp"
 #include "kernels/cuda/hopper/wgmma_tma.cuh"
@@ -101,7 +102,7 @@ __global__ void __launch_bounds__(128, 1) fa3_forward_kernel(const __grid_consta
     // The online softmax (fa2_forward.cuh's arithmetic): masks only where the tile crosses Nk or the
     // diagonal for some row of this warp.
     const int col0 = j * kBlockN;
-    const bool masked = scale2 <= 0.f || col0 + kBlockN > s.seq_k || (causal && col0 + kBlockN - 1 > m0 + 16 * warp + offset);
+    const bool masked = !(scale2 > 0.f) || col0 + kBlockN > s.seq_k || (causal && col0 + kBlockN - 1 > m0 + 16 * warp + offset);
     float alpha[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -183,11 +184,20 @@ __global__ void __launch_bounds__(128, 1) fa3_forward_kernel(const __grid_consta
 // anything (PyTorch gives size-1 dimensions arbitrary strides).
 std::int64_t usable_stride(std::int64_t stride, int count, std::int64_t inner_span) { return count == 1 ? inner_span : stride; }
 
+struct MapStrides {
+  std::int64_t batch, head, row;
+  bool valid() const { return batch > 0 && head > 0 && row > 0 && batch % 8 == 0 && head % 8 == 0 && row % 8 == 0; }
+};
+MapStrides strides_of(const Strided& x, int batch, int heads, int rows) {
+  MapStrides m;
+  m.row = usable_stride(x.row, rows, kHeadDim);
+  m.head = usable_stride(x.head, heads, m.row * rows);
+  m.batch = usable_stride(x.batch, batch, m.head * heads);
+  return m;
+}
 CUtensorMap map_of(const Strided& x, const AttentionShapeParams& s, int heads, int rows, std::uint32_t box_rows) {
-  const std::int64_t row = x.row;
-  const std::int64_t head = usable_stride(x.head, heads, row * rows);
-  const std::int64_t batch = usable_stride(x.batch, s.batch, head * heads);
-  return make_tensor_map_bf16_sw128_bhnd(x.data, s.batch, heads, rows, kHeadDim, batch, head, row, box_rows);
+  const MapStrides m = strides_of(x, s.batch, heads, rows);
+  return make_tensor_map_bf16_sw128_bhnd(x.data, s.batch, heads, rows, kHeadDim, m.batch, m.head, m.row, box_rows);
 }
 
 }  // namespace
@@ -195,14 +205,19 @@ CUtensorMap map_of(const Strided& x, const AttentionShapeParams& s, int heads, i
 bool fa3_supports(const ForwardParams& p) {
   const AttentionShapeParams& s = p.shape;
   if (p.type != StorageType::bf16 || s.head_dim != kHeadDim || s.heads_kv < 1 || s.heads_q % s.heads_kv != 0) return false;
-  for (const Strided* x : {&p.q, &p.k, &p.v}) {
-    if (x->row <= 0 || x->row % 8 != 0 || reinterpret_cast<std::uintptr_t>(x->data) % 16 != 0) return false;
+  const std::pair<const Strided*, int> tensors[] = {{&p.q, s.heads_q}, {&p.k, s.heads_kv}, {&p.v, s.heads_kv}};
+  for (const auto& [x, heads] : tensors) {
+    const int rows = x == &p.q ? s.seq_q : s.seq_k;
+    if (!strides_of(*x, s.batch, heads, rows).valid() || reinterpret_cast<std::uintptr_t>(x->data) % 16 != 0) return false;
   }
   return true;
 }
 
 void fa3_forward(const ForwardParams& p, cudaStream_t stream) {
-  if (!fa3_supports(p)) throw std::runtime_error("cuda.fa3: bf16 with head dim 128 and 16-byte aligned rows only (step 1)");
+  if (!fa3_supports(p)) {
+    throw std::runtime_error("cuda.fa3: bf16 with head dim 128, heads_q a multiple of heads_kv, a 16-byte aligned base and strides that are "
+                             "multiples of 8 elements only (step 1)");
+  }
   const AttentionShapeParams& s = p.shape;
   const CUtensorMap q_map = map_of(p.q, s, s.heads_q, s.seq_q, kBlockM);
   const CUtensorMap k_map = map_of(p.k, s, s.heads_kv, s.seq_k, kBlockN);

@@ -10,9 +10,9 @@ namespace fc::kernels::cuda::hopper {
 
 // a, b: device row-major [64, 64] bf16 (16-byte aligned); c: device row-major [64, 64] fp32.
 void tile_product_64(const void* a, const void* b, float* c, cudaStream_t stream);
-// C = A V, FA3's second product (O += P V): A from registers, V [64, 128] read as an MN-major B.
-// a: device row-major [64, 64] bf16 (4-byte aligned); v: device row-major [64, 128] bf16 (16-byte aligned);
-// c: device row-major [64, 128] fp32.
+// C = A V, FA3's second product (O += P V) with cuda.fa3's operands: A from registers, V [128 keys, 128]
+// read as an MN-major B. a: device row-major [64, 128] bf16 (4-byte aligned); v: device row-major
+// [128, 128] bf16 (16-byte aligned); c: device row-major [64, 128] fp32.
 void tile_product_64_pv(const void* a, const void* v, float* c, cudaStream_t stream);
 
 }  // namespace fc::kernels::cuda::hopper

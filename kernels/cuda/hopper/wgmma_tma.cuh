@@ -4,7 +4,8 @@
 // kernels/cuda/tests/hopper_primitives_test.cpp checks it on one tile before anything is built on it.
 //
 // Layout conventions (PTX ISA, "Matrix Descriptor" and "Tensor Map" sections):
-//   - an operand tile is K-major: each row holds 64 bf16 of K, 128 bytes, the 128-byte swizzle's span;
+//   - an operand tile read by wgmma_descriptor_sw128 is K-major: each row holds 64 bf16 of K, 128 bytes, the
+//     128-byte swizzle's span (wgmma_descriptor_sw128_mn below reads the MN-major form: V for O = P V);
 //     8 rows (1024 bytes) are one swizzle atom, so a tile must start 1024-byte aligned;
 //   - a descriptor holds (start address >> 4) in bits 0-13, the leading byte offset >> 4 in 16-29
 //     (unused for swizzled K-major tiles whose K step stays inside a row), the stride byte offset >> 4
