@@ -15,6 +15,7 @@
 #include "kernels/cuda/device_memory.hpp"
 #include "kernels/cuda/fa1_kernels.hpp"
 #include "kernels/cuda/fa2_kernels.hpp"
+#include "kernels/cuda/fa3_kernels.hpp"
 #include "kernels/cuda/hog_kernels.hpp"
 #include "kernels/cuda/shape_params.hpp"
 #include "kernels/tensor_io.hpp"
@@ -339,6 +340,35 @@ class CudaFa1 final : public CudaAttentionSubject {
   bool needs_dq_accum() const override { return true; }
 };
 
+// cuda.fa3, step 1 (kernels/cuda/NOTES.md): FA3's forward on wgmma and TMA with one warpgroup per 64
+// query rows; bf16, head dim 128, forward only (its backward is step 5).
+class CudaFa3 final : public CudaAttentionSubject {
+ public:
+  CudaFa3() {
+    info_ = common_info("cuda.fa3",
+                        "FlashAttention-3's forward on Hopper (wgmma m64n128k16, TMA with a 2-stage K/V ring, P from registers, V as an "
+                        "MN-major operand), one warpgroup per 64 rows: step 1 of the plan, no warp specialisation yet; bf16, d = 128; "
+                        "fwd only");
+    info_.ops = {Op::fwd};
+    info_.formats = {Format::bf16};
+    info_.head_dims = {128};
+  }
+
+ protected:
+  void forward(const ForwardParams& p, cudaStream_t stream) override { fa3_forward(p, stream); }
+  void backward(const BackwardParams&, cudaStream_t) override { throw std::runtime_error("cuda.fa3 has no backward yet (plan step 5)"); }
+};
+
+// Hopper (compute capability 9.x) for the wgmma and TMA kernels.
+bool device_is_hopper() {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return major == 9;
+}
+
 }  // namespace
 
 // cuda.hog and cuda.hog.2pass: Flash Hog's double backward (3 or 2 query-tiled passes and a key-tiled
@@ -383,6 +413,7 @@ std::vector<std::unique_ptr<Subject>> make_cuda_subjects() {
   subjects.push_back(std::make_unique<CudaHog>(false));
   subjects.push_back(std::make_unique<CudaHog>(true));
   subjects.push_back(make_cuda_attnres());
+  if (device_is_hopper()) subjects.push_back(std::make_unique<CudaFa3>());
   return subjects;
 }
 

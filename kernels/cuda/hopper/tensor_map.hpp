@@ -15,4 +15,11 @@ namespace fc::kernels::cuda::hopper {
 CUtensorMap make_tensor_map_bf16_sw128(const void* base, std::uint64_t rows, std::uint64_t cols, std::uint64_t row_stride,
                                        std::uint32_t box_rows);
 
+// A [B, H, N, D] bf16 tensor with element strides (batch, head, row) and unit stride along D (every
+// stride a multiple of 8, the base 16-byte aligned), boxes of 64 along D x box_rows along N of one (b, h):
+// rows past N read as zeros, per head (a tile never reads another head's rows).
+CUtensorMap make_tensor_map_bf16_sw128_bhnd(const void* base, std::uint64_t batch, std::uint64_t heads, std::uint64_t rows, std::uint64_t dim,
+                                            std::int64_t batch_stride, std::int64_t head_stride, std::int64_t row_stride,
+                                            std::uint32_t box_rows);
+
 }  // namespace fc::kernels::cuda::hopper

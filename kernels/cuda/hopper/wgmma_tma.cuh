@@ -4,7 +4,8 @@
 // kernels/cuda/tests/hopper_primitives_test.cpp checks it on one tile before anything is built on it.
 //
 // Layout conventions (PTX ISA, "Matrix Descriptor" and "Tensor Map" sections):
-//   - an operand tile is K-major: each row holds 64 bf16 of K, 128 bytes, the 128-byte swizzle's span;
+//   - an operand tile read by wgmma_descriptor_sw128 is K-major: each row holds 64 bf16 of K, 128 bytes, the
+//     128-byte swizzle's span (wgmma_descriptor_sw128_mn below reads the MN-major form: V for O = P V);
 //     8 rows (1024 bytes) are one swizzle atom, so a tile must start 1024-byte aligned;
 //   - a descriptor holds (start address >> 4) in bits 0-13, the leading byte offset >> 4 in 16-29
 //     (unused for swizzled K-major tiles whose K step stays inside a row), the stride byte offset >> 4
@@ -58,6 +59,14 @@ __device__ inline void tma_load_2d(void* dst, const CUtensorMap* map, std::uint6
       : "memory");
 }
 
+// The box at (c0 = d, c1 = row, c2 = head, c3 = batch) of a 4D map (make_tensor_map_bf16_sw128_bhnd).
+__device__ inline void tma_load_4d(void* dst, const CUtensorMap* map, std::uint64_t* bar, int c0, int c1, int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];" ::"r"(smem_address(dst)),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(smem_address(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+
 // --- wgmma ----------------------------------------------------------------------------------------
 // The descriptor of a K-major bf16 tile with the 128-byte swizzle, starting at p (1024-byte aligned).
 __device__ inline std::uint64_t wgmma_descriptor_sw128(const void* p) {
@@ -87,6 +96,49 @@ __device__ inline void wgmma_m64n64k16_bf16(float (&d)[32], std::uint64_t a, std
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, acc, 1, 1, 0, 0;\n"
       "}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+
+// --- the second product of attention: O += P V -----------------------------------------------------
+// V's tile for O = P V is stored [key][d] (d contiguous, as TMA copies it from a [key, d] tensor): B (k = key,
+// n = d) is MN-major, which wgmma reads with imm-trans-b = 1 from a descriptor of the MN-major canonical
+// layout with the 128-byte swizzle: 64 n (128 bytes) per k-row, 8 k-rows per 1024-byte atom (stride byte
+// offset 1024, from one 8-row group to the next along k), and `n_block_bytes` from one 64-wide n block to
+// the next (leading byte offset: the two TMA boxes of a d = 128 tile). One k16 step is 16 rows further:
+// + 2048 bytes. (PTX ISA, "Shared Memory Matrix Layout", MN-major; run by the probe before any kernel uses it.)
+__device__ inline std::uint64_t wgmma_descriptor_sw128_mn(const void* p, unsigned n_block_bytes) {
+  std::uint64_t d = (smem_address(p) & 0x3ffffu) >> 4;
+  d |= std::uint64_t{(n_block_bytes >> 4) & 0x3fffu} << 16;  // leading byte offset: the next 64-wide n block
+  d |= std::uint64_t{1024 >> 4} << 32;                       // stride byte offset: the next 8 k-rows
+  d |= std::uint64_t{1} << 62;                               // 128-byte swizzle
+  return d;
+}
+__device__ inline std::uint64_t wgmma_descriptor_advance_mn(std::uint64_t d, int k16) { return d + static_cast<std::uint64_t>(128 * k16); }
+
+// d (+)= A B for a 64 x 16 A from registers (per warp w, rows 16 w ..: mma.sync's A fragment, which is the
+// accumulator's layout of two adjacent n8 blocks packed to bf16 pairs: P straight from S's registers) and a
+// 16 x 128 MN-major B by descriptor (trans-b). Issued by all 128 threads of a warpgroup.
+__device__ inline void wgmma_m64n128k16_bf16_rs_tn(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred acc;\n"
+      "setp.ne.b32 acc, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, acc, 1, 1, 1;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+}
+
+// d (+)= A B^T for a 64 x 16 A and a 128 x 16 B, both K-major bf16 in shared memory by descriptor (S = Q K^T
+// with 128 keys), fp32 accumulators in the layout above (j < 16). Issued by all 128 threads of a warpgroup.
+__device__ inline void wgmma_m64n128k16_bf16_ss(float (&d)[64], std::uint64_t a, std::uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred acc;\n"
+      "setp.ne.b32 acc, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, acc, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "l"(a), "l"(b), "r"(accumulate));
 }
 
