@@ -340,23 +340,50 @@ class CudaFa1 final : public CudaAttentionSubject {
   bool needs_dq_accum() const override { return true; }
 };
 
-// cuda.fa3, step 1 (kernels/cuda/NOTES.md): FA3's forward on wgmma and TMA with one warpgroup per 64
-// query rows; bf16, head dim 128, forward only (its backward is step 5).
+// cuda.fa3 (kernels/cuda/NOTES.md): FA3's forward on wgmma and TMA, bf16, head dim 128, forward only (its
+// backward is step 5). The option `schedule` picks among the plan's steps (fa3_kernels.hpp), all kept so that
+// one bench run compares them; the arithmetic and so the bits are the same in each.
 class CudaFa3 final : public CudaAttentionSubject {
  public:
   CudaFa3() {
     info_ = common_info("cuda.fa3",
-                        "FlashAttention-3's forward on Hopper (wgmma m64n128k16, TMA with a 2-stage K/V ring, P from registers, V as an "
-                        "MN-major operand), one warpgroup per 64 rows: step 1 of the plan, no warp specialisation yet; bf16, d = 128; "
-                        "fwd only");
+                        "FlashAttention-3's forward on Hopper: wgmma m64n128k16 (P from registers, V as an MN-major operand), TMA "
+                        "into a K/V ring on mbarriers, a producer warp and two consumer warpgroups, the next tile's Q K^T issued "
+                        "with this tile's P V; bf16, d = 128; fwd only");
     info_.ops = {Op::fwd};
     info_.formats = {Format::bf16};
     info_.head_dims = {128};
+    info_.options = {{"schedule", "auto",
+                      "one_group (step 1: a warpgroup per 64 rows, no overlap), ws (a producer warp, two consumer warpgroups), "
+                      "ws_overlap (and Q K^T of the next tile issued with P V), ws_overlap_pingpong (and the groups take turns), "
+                      "ws_overlap_pingpong_3stage (with a 3-stage ring), or auto (ws_overlap_pingpong)"}};
+  }
+
+  void set_option(const std::string& name, const std::string& value) override {
+    if (name != "schedule") throw SubjectError(info_.name + ": no option " + name + " (schedule)");
+    for (Fa3Schedule s : kSchedules) {
+      if (value == fa3_schedule_name(s)) {
+        info_.options[0].value = value;
+        schedule_ = s;
+        return;
+      }
+    }
+    if (value != "auto") {
+      throw SubjectError(info_.name + ": schedule=" + value + ": one of auto, one_group, ws, ws_overlap, ws_overlap_pingpong, ws_overlap_pingpong_3stage");
+    }
+    info_.options[0].value = value;
+    schedule_ = kAuto;
   }
 
  protected:
-  void forward(const ForwardParams& p, cudaStream_t stream) override { fa3_forward(p, stream); }
+  void forward(const ForwardParams& p, cudaStream_t stream) override { fa3_forward(p, schedule_, stream); }
   void backward(const BackwardParams&, cudaStream_t) override { throw std::runtime_error("cuda.fa3 has no backward yet (plan step 5)"); }
+
+ private:
+  static constexpr Fa3Schedule kSchedules[] = {Fa3Schedule::one_group, Fa3Schedule::ws, Fa3Schedule::ws_overlap, Fa3Schedule::ws_overlap_pingpong,
+                                               Fa3Schedule::ws_overlap_pingpong_3stage};
+  static constexpr Fa3Schedule kAuto = Fa3Schedule::ws_overlap_pingpong;
+  Fa3Schedule schedule_ = kAuto;
 };
 
 // Hopper (compute capability 9.x) for the wgmma and TMA kernels.

@@ -1,14 +1,23 @@
-// cuda.fa3, step 1 of kernels/cuda/NOTES.md's plan: FlashAttention-3's forward with one warpgroup per 64
-// query rows. Q by TMA once; K and V tiles of 128 keys through a 2-stage TMA ring (one mbarrier per
-// stage, refilled by thread 0 once the warpgroup's products on it are complete); S = Q K^T by wgmma
-// m64n128k16 from shared memory (both K-major); the online softmax in registers, FA2's arithmetic
-// (fa2_forward.cuh: exp2 in log2 units, the row max by quads, masks only on tiles that cross Nk or the
-// diagonal); P rounded to bf16 in registers and O += P V by wgmma with A from registers and V's tile as
-// an MN-major B (imm-trans-b; the descriptor checked by HopperPrimitives.IdentityTimesVFromAnMnMajorTileIsExact).
-// No producer warp, no ping-pong, no overlap of softmax and products yet (steps 2 and 3).
+// cuda.fa3's forward (kernels/cuda/NOTES.md, "cuda.fa3, cuda.fa4"): FlashAttention-3 on Hopper's TMA and
+// warpgroup MMA, in the schedules the plan's steps add, each kept so that one run measures them side by side:
+//   - one_group (step 1): one warpgroup per 64 query rows; thread 0 refills a 2-stage K/V ring; each product
+//     is waited for before the softmax that needs it;
+//   - ws (step 2): warp specialisation: a producer warp issues every TMA copy, two consumer warpgroups of 64
+//     rows each share the K/V ring (128 rows per CTA: each K/V tile is read once for twice the rows);
+//   - ws_overlap (step 3): a consumer issues the next tile's S = Q K^T together with this tile's O += P V and
+//     runs the next softmax while both products are on the tensor cores;
+//   - ws_overlap_pingpong: as ws_overlap, and the two consumer warpgroups take turns to issue their products
+//     (named barriers), so one's softmax runs while the other's products do.
+// The arithmetic is the same in every schedule: S by wgmma m64n128k16 from shared memory (Q and K K-major);
+// FA2's online softmax (fa2_forward.cuh: exp2 in log2 units, the row max by quads, masks only on tiles that
+// cross Nk or the diagonal); P rounded to bf16 in registers and O += P V by wgmma with A from registers and V's
+// tile as an MN-major B (HopperPrimitives.IdentityTimesVFromAnMnMajorTileIsExact checks that descriptor);
+// fa2's epilogue (O / l rounded RN or SR, L in natural log). Schedules differ only in when things happen, so
+// they produce the same bits.
 //
-// Shared memory (dynamic, 1024-byte aligned: the 128-byte swizzle's atom): Q as 2 boxes of 64 rows x 64
-// d (8 KiB each), then per stage K as 2 boxes of 128 keys x 64 d (16 KiB each), then per stage V the same.
+// Shared memory (dynamic, 1024-byte aligned: the 128-byte swizzle's atom): Q as boxes of 64 rows x 64 d
+// (8 KiB each; 2 per warpgroup), then per stage K as 2 boxes of 128 keys x 64 d (16 KiB each), then per
+// stage V the same.
 #include "kernels/cuda/fa3_kernels.hpp"
 
 #include <cuda_bf16.h>
@@ -31,34 +40,157 @@ namespace {
 using namespace hopper;
 
 constexpr int kHeadDim = 128;
-constexpr int kBlockM = 64, kBlockN = 128;
-constexpr unsigned kQBox = kBlockM * 128, kKVBox = kBlockN * 128;  // bytes: rows x 64 bf16
-constexpr unsigned kStageBytes = 2 * kKVBox;                         // one of K or V: two d halves
-constexpr std::size_t kSmemBytes = 2 * kQBox + 2 * 2 * kStageBytes + 1024;
+constexpr int kGroupRows = 64, kBlockN = 128;                        // query rows per warpgroup, keys per tile
+constexpr unsigned kQBox = kGroupRows * 128, kKVBox = kBlockN * 128;  // bytes: rows x 64 bf16
+constexpr unsigned kTileBytes = 2 * kKVBox;                           // one K or V tile: two d halves
 constexpr float kLog2e = 1.4426950408889634f;
 
-__global__ void __launch_bounds__(128, 1) fa3_forward_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
-                                                             const __grid_constant__ CUtensorMap v_map, const ForwardParams p) {
+// Where one warpgroup's thread sits: its 64 rows from m0, its warp's 16 from warp_row0, its own two rows
+// row0 and row0 + 8 (the accumulator layout in hopper/wgmma_tma.cuh), its column pair 2 t.
+struct GroupThread {
+  int m0, warp_row0, row0, t;
+  __device__ GroupThread(int group_m0, int thread_in_group)
+      : m0(group_m0), warp_row0(group_m0 + 16 * (thread_in_group / 32)), row0(warp_row0 + (thread_in_group % 32) / 4), t(thread_in_group % 4) {}
+};
+
+// The keys this CTA's rows m0 .. last_row can see: tiles 0 .. n_tiles - 1.
+__device__ inline int key_tiles(const AttentionShapeParams& s, int m0, int rows) {
+  const int last_row = min(m0 + rows, s.seq_q) - 1;
+  const int key_end = s.mask != CausalMask::none ? max(0, min(s.seq_k, last_row + s.causal_offset() + 1)) : s.seq_k;
+  return (key_end + kBlockN - 1) / kBlockN;
+}
+
+// S = Q K^T for the warpgroup's 64 rows and a tile of 128 keys: 8 k16 steps, 0-3 in the first d half's
+// boxes, 4-7 in the second. Issued and committed as one group; the caller waits for it.
+__device__ inline void issue_qk(float (&sc)[16][4], const unsigned char* sQ, const unsigned char* sK) {
+  wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < kHeadDim / 16; ++k) {
+    const std::uint64_t a = wgmma_descriptor_advance(wgmma_descriptor_sw128(sQ + (k / 4) * kQBox), k % 4);
+    const std::uint64_t b = wgmma_descriptor_advance(wgmma_descriptor_sw128(sK + (k / 4) * kKVBox), k % 4);
+    wgmma_m64n128k16_bf16_ss(reinterpret_cast<float(&)[64]>(sc), a, b, k > 0);
+  }
+  wgmma_commit();
+}
+
+// P rounded to bf16 A fragments: k16 step kk from the two adjacent n8 blocks 2 kk and 2 kk + 1 of S.
+__device__ inline void p_fragments(std::uint32_t (&pa)[8][4], const float (&sc)[16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) a_from_c<__nv_bfloat16>(pa[kk], sc[2 * kk], sc[2 * kk + 1]);
+}
+
+// O += P V with P's A fragments from registers and V's tile MN-major. Issued and committed as one group;
+// the caller waits for it, and neither o nor pa may be touched before (ptxas keeps them live until the wait).
+__device__ inline void issue_pv(float (&o)[16][4], const std::uint32_t (&pa)[8][4], const unsigned char* sV) {
+  const std::uint64_t dv = wgmma_descriptor_sw128_mn(sV, kKVBox);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) wgmma_m64n128k16_bf16_rs_tn(reinterpret_cast<float(&)[64]>(o), pa[kk], wgmma_descriptor_advance_mn(dv, kk), 1);
+  wgmma_commit();
+}
+
+// The online softmax on key tile j (fa2_forward.cuh's arithmetic): the running max and sum of this
+// thread's two rows, alpha = exp2(m_old - m_new) for rescaling O, and sc overwritten with P. Masks only
+// where the tile crosses Nk or the diagonal for some row of this warp (or the scale is not positive:
+// then every product is tested).
+struct RowStats {
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+};
+__device__ inline void softmax_tile(float (&sc)[16][4], RowStats& st, float (&alpha)[2], int j, const GroupThread& th,
+                                    const AttentionShapeParams& s, float scale2) {
+  const bool causal = s.mask != CausalMask::none;
+  const int offset = s.causal_offset(), col0 = j * kBlockN;
+  const bool masked = !(scale2 > 0.f) || col0 + kBlockN > s.seq_k || (causal && col0 + kBlockN - 1 > th.warp_row0 + offset);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int nb = 0; nb < 16; ++nb) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        float& x = sc[nb][2 * r + c];
+        if (masked) {
+          const int col = col0 + nb * 8 + 2 * th.t + c;
+          if (col >= s.seq_k || (causal && col > th.row0 + 8 * r + offset)) x = -INFINITY;
+          tile_max = fmaxf(tile_max, x == -INFINITY ? -INFINITY : x * scale2);
+        } else {
+          tile_max = fmaxf(tile_max, x * scale2);
+        }
+      }
+    }
+    tile_max = quad_max(tile_max);
+    const float m_new = fmaxf(st.m[r], tile_max);
+    alpha[r] = m_new == st.m[r] ? 1.f : fast_exp2(st.m[r] - m_new);
+    st.m[r] = m_new;
+    st.l[r] *= alpha[r];
+    float row_sum = 0.f;
+#pragma unroll
+    for (int nb = 0; nb < 16; ++nb) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        float& x = sc[nb][2 * r + c];
+        // (unmasked, every x and so m_new is finite: no -inf test)
+        x = masked && x == -INFINITY ? 0.f : fast_exp2(fmaf(x, scale2, -m_new));
+        row_sum += x;
+      }
+    }
+    st.l[r] += row_sum;  // this thread's share; the quad's are summed in the epilogue
+  }
+}
+
+__device__ inline void rescale(float (&o)[16][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (auto& x : o) x[0] *= alpha[0], x[1] *= alpha[0], x[2] *= alpha[1], x[3] *= alpha[1];
+}
+
+// O = acc / l, L = (m + log2 l) ln 2; a row with no visible key: O = 0, L = -inf. fa2_forward's epilogue.
+__device__ inline void store_rows(const float (&o)[16][4], RowStats& st, const GroupThread& th, const ForwardParams& p, int h, int b) {
+  const AttentionShapeParams& s = p.shape;
+  auto* out = static_cast<__nv_bfloat16*>(p.o.data) + b * p.o.batch + h * p.o.head;
+  const std::uint64_t o_row_base = (static_cast<std::uint64_t>(b) * s.heads_q + h) * s.seq_q;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float l = quad_sum(st.l[r]);
+    const int row = th.row0 + 8 * r;
+    if (row >= s.seq_q) continue;
+    const bool empty = l == 0.f;
+    const float inv = empty ? 0.f : 1.f / l;
+    const std::uint64_t index0 = (o_row_base + row) * kHeadDim;
+#pragma unroll
+    for (int nb = 0; nb < 16; ++nb) {
+      const int col = nb * 8 + 2 * th.t;
+      store_pair<__nv_bfloat16>(out + row * p.o.row + col, o[nb][2 * r] * inv, o[nb][2 * r + 1] * inv, p.rounding, p.o_stream, index0 + col);
+    }
+    if (th.t == 0) p.lse[o_row_base + row] = empty ? -INFINITY : static_cast<float>(static_cast<double>(st.m[r] + log2f(l)) * 0.6931471805599453);
+  }
+}
+
+__device__ inline unsigned char* aligned_smem(unsigned char* raw) {
+  return reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(raw) + 1023) & ~std::uintptr_t{1023});
+}
+
+// --- step 1: one warpgroup per 64 rows -------------------------------------------------------------------
+constexpr std::size_t kOneGroupSmemBytes = 2 * kQBox + 2 * 2 * kTileBytes + 1024;
+
+__global__ void __launch_bounds__(128, 1) fa3_forward_one_group_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
+                                                                       const __grid_constant__ CUtensorMap v_map, const ForwardParams p) {
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* sQ = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t{1023});
-  unsigned char* sK = sQ + 2 * kQBox;      // stage s at + s kStageBytes
-  unsigned char* sV = sK + 2 * kStageBytes;
+  unsigned char* sQ = aligned_smem(smem_raw);
+  unsigned char* sK = sQ + 2 * kQBox;  // stage s at + s kTileBytes
+  unsigned char* sV = sK + 2 * kTileBytes;
   __shared__ alignas(8) std::uint64_t q_full, kv_full[2];
 
   const AttentionShapeParams& s = p.shape;
-  const int m0 = blockIdx.x * kBlockM, h = blockIdx.y, b = blockIdx.z, hk = h / (s.heads_q / s.heads_kv);
-  const bool causal = s.mask != CausalMask::none;
-  const int offset = s.causal_offset();
-  const int last_row = min(m0 + kBlockM, s.seq_q) - 1;
-  const int key_end = causal ? max(0, min(s.seq_k, last_row + offset + 1)) : s.seq_k;
-  const int n_tiles = (key_end + kBlockN - 1) / kBlockN;
+  const int h = blockIdx.y, b = blockIdx.z, hk = h / (s.heads_q / s.heads_kv);
+  const GroupThread th(blockIdx.x * kGroupRows, threadIdx.x);
+  const int n_tiles = key_tiles(s, th.m0, kGroupRows);
 
   const auto issue_kv = [&](int j) {  // thread 0: tile j's K and V into stage j % 2
     const int stage = j & 1;
-    mbarrier_arrive_expect_tx(&kv_full[stage], 2 * kStageBytes);
+    mbarrier_arrive_expect_tx(&kv_full[stage], 2 * kTileBytes);
     for (int half = 0; half < 2; ++half) {
-      tma_load_4d(sK + stage * kStageBytes + half * kKVBox, &k_map, &kv_full[stage], 64 * half, j * kBlockN, hk, b);
-      tma_load_4d(sV + stage * kStageBytes + half * kKVBox, &v_map, &kv_full[stage], 64 * half, j * kBlockN, hk, b);
+      tma_load_4d(sK + stage * kTileBytes + half * kKVBox, &k_map, &kv_full[stage], 64 * half, j * kBlockN, hk, b);
+      tma_load_4d(sV + stage * kTileBytes + half * kKVBox, &v_map, &kv_full[stage], 64 * half, j * kBlockN, hk, b);
     }
   };
   if (threadIdx.x == 0) {
@@ -68,115 +200,176 @@ __global__ void __launch_bounds__(128, 1) fa3_forward_kernel(const __grid_consta
   __syncthreads();
   if (threadIdx.x == 0) {
     mbarrier_arrive_expect_tx(&q_full, 2 * kQBox);
-    tma_load_4d(sQ, &q_map, &q_full, 0, m0, h, b);
-    tma_load_4d(sQ + kQBox, &q_map, &q_full, 64, m0, h, b);
+    tma_load_4d(sQ, &q_map, &q_full, 0, th.m0, h, b);
+    tma_load_4d(sQ + kQBox, &q_map, &q_full, 64, th.m0, h, b);
     for (int j = 0; j < 2 && j < n_tiles; ++j) issue_kv(j);
   }
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int row0 = m0 + 16 * warp + g;  // this thread's rows: row0 and row0 + 8
   const float scale2 = s.scale * kLog2e;
-  float o[16][4];  // O's accumulator: o[j][0..1] row0, cols 8 j + 2 t + {0, 1}; o[j][2..3] row0 + 8
+  float o[16][4];  // O's accumulator (hopper/wgmma_tma.cuh's layout)
 #pragma unroll
   for (auto& x : o) x[0] = x[1] = x[2] = x[3] = 0.f;
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+  RowStats st;
   mbarrier_wait(&q_full, 0);
-
   for (int j = 0; j < n_tiles; ++j) {
     const int stage = j & 1;
     mbarrier_wait(&kv_full[stage], (j >> 1) & 1);
-    // S = Q K_j^T: 8 k16 steps, steps 0-3 in the first d half's boxes, 4-7 in the second
     float sc[16][4];
-#pragma unroll
-    for (auto& x : sc) x[0] = x[1] = x[2] = x[3] = 0.f;
-    wgmma_fence();
-#pragma unroll
-    for (int k = 0; k < kHeadDim / 16; ++k) {
-      const std::uint64_t a = wgmma_descriptor_advance(wgmma_descriptor_sw128(sQ + (k / 4) * kQBox), k % 4);
-      const std::uint64_t bk = wgmma_descriptor_advance(wgmma_descriptor_sw128(sK + stage * kStageBytes + (k / 4) * kKVBox), k % 4);
-      wgmma_m64n128k16_bf16_ss(reinterpret_cast<float(&)[64]>(sc), a, bk, k > 0);
-    }
-    wgmma_commit();
+    issue_qk(sc, sQ, sK + stage * kTileBytes);
     wgmma_wait<0>();
-
-    // The online softmax (fa2_forward.cuh's arithmetic): masks only where the tile crosses Nk or the
-    // diagonal for some row of this warp.
-    const int col0 = j * kBlockN;
-    const bool masked = !(scale2 > 0.f) || col0 + kBlockN > s.seq_k || (causal && col0 + kBlockN - 1 > m0 + 16 * warp + offset);
     float alpha[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float tile_max = -INFINITY;
-#pragma unroll
-      for (int nb = 0; nb < 16; ++nb) {
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          float& x = sc[nb][2 * r + c];
-          if (masked) {
-            const int col = col0 + nb * 8 + 2 * t + c;
-            if (col >= s.seq_k || (causal && col > row0 + 8 * r + offset)) x = -INFINITY;
-            tile_max = fmaxf(tile_max, x == -INFINITY ? -INFINITY : x * scale2);
-          } else {
-            tile_max = fmaxf(tile_max, x * scale2);
-          }
-        }
-      }
-      tile_max = quad_max(tile_max);
-      const float m_new = fmaxf(m_run[r], tile_max);
-      alpha[r] = m_new == m_run[r] ? 1.f : fast_exp2(m_run[r] - m_new);
-      m_run[r] = m_new;
-      l_run[r] *= alpha[r];
-    }
-#pragma unroll
-    for (auto& x : o) x[0] *= alpha[0], x[1] *= alpha[0], x[2] *= alpha[1], x[3] *= alpha[1];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float row_sum = 0.f;
-      const float m = m_run[r];
-#pragma unroll
-      for (int nb = 0; nb < 16; ++nb) {
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          float& x = sc[nb][2 * r + c];
-          x = x == -INFINITY ? 0.f : fast_exp2(fmaf(x, scale2, -m));
-          row_sum += x;
-        }
-      }
-      l_run[r] += row_sum;  // this thread's share; the quad's are summed at the end
-    }
-
-    // O += P V_j: P to bf16 A fragments (two adjacent n8 blocks of S per k16 step), V's tile MN-major
+    softmax_tile(sc, st, alpha, j, th, s, scale2);
+    rescale(o, alpha);
     std::uint32_t pa[8][4];
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk) a_from_c<__nv_bfloat16>(pa[kk], sc[2 * kk], sc[2 * kk + 1]);
-    const std::uint64_t dv = wgmma_descriptor_sw128_mn(sV + stage * kStageBytes, kKVBox);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk) wgmma_m64n128k16_bf16_rs_tn(reinterpret_cast<float(&)[64]>(o), pa[kk], wgmma_descriptor_advance_mn(dv, kk), 1);
-    wgmma_commit();
+    p_fragments(pa, sc);
+    issue_pv(o, pa, sV + stage * kTileBytes);
     wgmma_wait<0>();
     __syncthreads();  // every product on this stage is complete: thread 0 may refill it
     if (threadIdx.x == 0 && j + 2 < n_tiles) issue_kv(j + 2);
   }
+  store_rows(o, st, th, p, h, b);
+}
 
-  // O = acc / l, L = (m + log2 l) ln 2; a row with no visible key: O = 0, L = -inf. fa2_forward's epilogue.
-  auto* out = static_cast<__nv_bfloat16*>(p.o.data) + b * p.o.batch + h * p.o.head;
-  const std::uint64_t o_row_base = (static_cast<std::uint64_t>(b) * s.heads_q + h) * s.seq_q;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l_run[r] = quad_sum(l_run[r]);
-    const int row = row0 + 8 * r;
-    if (row >= s.seq_q) continue;
-    const bool empty = l_run[r] == 0.f;
-    const float inv = empty ? 0.f : 1.f / l_run[r];
-    const std::uint64_t index0 = (o_row_base + row) * kHeadDim;
-#pragma unroll
-    for (int nb = 0; nb < 16; ++nb) {
-      const int col = nb * 8 + 2 * t;
-      store_pair<__nv_bfloat16>(out + row * p.o.row + col, o[nb][2 * r] * inv, o[nb][2 * r + 1] * inv, p.rounding, p.o_stream, index0 + col);
+// --- steps 2 and 3: a producer warp and two consumer warpgroups --------------------------------------------
+// Threads 0-255: consumer warpgroups 0 and 1 (rows m0 and m0 + 64); threads 256-383: the producer warpgroup
+// (one lane issues every copy). 384 threads would get 168 registers each; the producer gives most of its own
+// back (setmaxnreg: 24) and the consumers take them (240: O, S of two tiles and P live at once). K and V have their own
+// full and empty barriers per stage, so a K buffer is refilled as soon as both groups' S = Q K^T on it is
+// complete, not when the tile's P V is.
+constexpr int kConsumers = 2, kConsumerThreads = 128 * kConsumers, kWsThreads = kConsumerThreads + 128;
+constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;  // 128 x 24 + 256 x 240 <= 65536
+constexpr int kTurnBarrier = 1;  // named barriers 1 and 2: consumer group g waits on kTurnBarrier + g
+
+template <int Stages>
+constexpr std::size_t ws_smem_bytes() {
+  return 2 * kConsumers * kQBox + 2 * Stages * kTileBytes + 1024;
+}
+
+template <int Stages, bool Overlap, bool PingPong>
+__global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
+                                                                       const __grid_constant__ CUtensorMap v_map, const ForwardParams p) {
+  static_assert(!PingPong || Overlap, "the turns cover the pair of products a step issues together");
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* sQ = aligned_smem(smem_raw);  // group g's boxes at + 2 g kQBox
+  unsigned char* sK = sQ + 2 * kConsumers * kQBox;
+  unsigned char* sV = sK + Stages * kTileBytes;
+  __shared__ alignas(8) std::uint64_t q_full, k_full[Stages], v_full[Stages], k_empty[Stages], v_empty[Stages];
+
+  const AttentionShapeParams& s = p.shape;
+  const int h = blockIdx.y, b = blockIdx.z, hk = h / (s.heads_q / s.heads_kv);
+  const int cta_m0 = blockIdx.x * kConsumers * kGroupRows;
+  const int n_tiles = key_tiles(s, cta_m0, kConsumers * kGroupRows);  // both groups walk all of them (the
+  // lower group's extra causal tile is fully masked for it)
+  constexpr unsigned kReleasers = 4 * kConsumers;  // one arrival per consumer warp
+  if (threadIdx.x == 0) {
+    mbarrier_init(&q_full, 1);
+    for (int i = 0; i < Stages; ++i) {
+      mbarrier_init(&k_full[i], 1), mbarrier_init(&v_full[i], 1);
+      mbarrier_init(&k_empty[i], kReleasers), mbarrier_init(&v_empty[i], kReleasers);
     }
-    if (t == 0) p.lse[o_row_base + row] = empty ? -INFINITY : static_cast<float>(static_cast<double>(m_run[r] + log2f(l_run[r])) * 0.6931471805599453);
+    mbarrier_init_fence();
   }
+  __syncthreads();
+
+  if (threadIdx.x >= kConsumerThreads) {  // the producer warpgroup
+    setmaxnreg_dec<kProducerRegisters>();
+    if (threadIdx.x == kConsumerThreads) {
+      mbarrier_arrive_expect_tx(&q_full, 2 * kConsumers * kQBox);
+      for (int g = 0; g < kConsumers; ++g) {
+        for (int half = 0; half < 2; ++half) tma_load_4d(sQ + (2 * g + half) * kQBox, &q_map, &q_full, 64 * half, cta_m0 + g * kGroupRows, h, b);
+      }
+      for (int j = 0; j < n_tiles; ++j) {
+        const int stage = j % Stages;
+        const unsigned reuse_parity = ((j / Stages) - 1) & 1;  // the release of tile j - Stages
+        if (j >= Stages) mbarrier_wait(&k_empty[stage], reuse_parity);
+        mbarrier_arrive_expect_tx(&k_full[stage], kTileBytes);
+        for (int half = 0; half < 2; ++half) tma_load_4d(sK + stage * kTileBytes + half * kKVBox, &k_map, &k_full[stage], 64 * half, j * kBlockN, hk, b);
+        if (j >= Stages) mbarrier_wait(&v_empty[stage], reuse_parity);
+        mbarrier_arrive_expect_tx(&v_full[stage], kTileBytes);
+        for (int half = 0; half < 2; ++half) tma_load_4d(sV + stage * kTileBytes + half * kKVBox, &v_map, &v_full[stage], 64 * half, j * kBlockN, hk, b);
+      }
+    }
+    return;
+  }
+
+  setmaxnreg_inc<kConsumerRegisters>();
+  const int group = threadIdx.x / 128;
+  const bool releaser = threadIdx.x % 32 == 0;
+  const GroupThread th(cta_m0 + group * kGroupRows, threadIdx.x % 128);
+  const unsigned char* sQg = sQ + 2 * group * kQBox;
+  const float scale2 = s.scale * kLog2e;
+  float o[16][4];
+#pragma unroll
+  for (auto& x : o) x[0] = x[1] = x[2] = x[3] = 0.f;
+  RowStats st;
+  mbarrier_wait(&q_full, 0);
+  const auto k_tile = [&](int j) { return sK + (j % Stages) * kTileBytes; };
+  const auto v_tile = [&](int j) { return sV + (j % Stages) * kTileBytes; };
+  const auto parity = [](int j) { return static_cast<unsigned>((j / Stages) & 1); };
+
+  if constexpr (!Overlap) {
+    for (int j = 0; j < n_tiles; ++j) {
+      mbarrier_wait(&k_full[j % Stages], parity(j));
+      float sc[16][4];
+      issue_qk(sc, sQg, k_tile(j));
+      wgmma_wait<0>();
+      if (releaser) mbarrier_arrive(&k_empty[j % Stages]);
+      float alpha[2];
+      softmax_tile(sc, st, alpha, j, th, s, scale2);
+      rescale(o, alpha);
+      std::uint32_t pa[8][4];
+      p_fragments(pa, sc);
+      mbarrier_wait(&v_full[j % Stages], parity(j));
+      issue_pv(o, pa, v_tile(j));
+      wgmma_wait<0>();
+      if (releaser) mbarrier_arrive(&v_empty[j % Stages]);
+    }
+  } else {
+    // Step j issues S_{j+1} = Q K_{j+1}^T and O += P_j V_j together, then computes P_{j+1} while O's product
+    // runs; once that is complete, O is rescaled by alpha_{j+1} and P_{j+1} packed into pa. Across steps only O
+    // and pa live (as in FA3); S lives within a step. The last tile is a step of its own, with no next product
+    // (a product issued under a condition makes ptxas serialise every wgmma: C7514).
+    std::uint32_t pa[8][4];
+    if (n_tiles > 0) {
+      float sc[16][4];
+      mbarrier_wait(&k_full[0], 0);
+      issue_qk(sc, sQg, k_tile(0));
+      wgmma_wait<0>();
+      if (releaser) mbarrier_arrive(&k_empty[0]);
+      float alpha[2];
+      softmax_tile(sc, st, alpha, 0, th, s, scale2);  // (O is still 0: alpha is not needed)
+      p_fragments(pa, sc);
+    }
+    const int my_turn = kTurnBarrier + group, other_turn = kTurnBarrier + (1 - group);
+    if (PingPong && group == 1 && n_tiles > 0) named_barrier_arrive(other_turn, kConsumerThreads);  // group 0 goes first
+    for (int j = 0; j + 1 < n_tiles; ++j) {
+      if (PingPong) named_barrier_sync(my_turn, kConsumerThreads);
+      float sc[16][4];
+      mbarrier_wait(&k_full[(j + 1) % Stages], parity(j + 1));
+      issue_qk(sc, sQg, k_tile(j + 1));
+      mbarrier_wait(&v_full[j % Stages], parity(j));
+      issue_pv(o, pa, v_tile(j));
+      if (PingPong) named_barrier_arrive(other_turn, kConsumerThreads);  // (group 0 has its last turn left)
+      wgmma_wait<1>();  // S_{j+1} (committed first) is complete; O's product may still run
+      if (releaser) mbarrier_arrive(&k_empty[(j + 1) % Stages]);
+      float alpha[2];
+      softmax_tile(sc, st, alpha, j + 1, th, s, scale2);
+      wgmma_wait<0>();
+      if (releaser) mbarrier_arrive(&v_empty[j % Stages]);
+      rescale(o, alpha);
+      p_fragments(pa, sc);
+    }
+    if (n_tiles > 0) {
+      const int j = n_tiles - 1;
+      if (PingPong) named_barrier_sync(my_turn, kConsumerThreads);
+      mbarrier_wait(&v_full[j % Stages], parity(j));
+      issue_pv(o, pa, v_tile(j));
+      if (PingPong && group == 0) named_barrier_arrive(other_turn, kConsumerThreads);  // (group 1's last turn is the last)
+      wgmma_wait<0>();
+      if (releaser) mbarrier_arrive(&v_empty[j % Stages]);
+    }
+  }
+  store_rows(o, st, th, p, h, b);
 }
 
 // A stride TMA accepts for a dimension of `count` entries: its own where it is used, or any valid one
@@ -200,7 +393,29 @@ CUtensorMap map_of(const Strided& x, const AttentionShapeParams& s, int heads, i
   return make_tensor_map_bf16_sw128_bhnd(x.data, s.batch, heads, rows, kHeadDim, m.batch, m.head, m.row, box_rows);
 }
 
+template <int Stages, bool Overlap, bool PingPong>
+void launch_ws(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map, const ForwardParams& p, cudaStream_t stream,
+               const char* name) {
+  const AttentionShapeParams& s = p.shape;
+  constexpr std::size_t bytes = ws_smem_bytes<Stages>();
+  auto* kernel = fa3_forward_ws_kernel<Stages, Overlap, PingPong>;
+  allow_smem(kernel, static_cast<int>(bytes), name);
+  const dim3 grid((s.seq_q + kConsumers * kGroupRows - 1) / (kConsumers * kGroupRows), s.heads_q, s.batch);
+  kernel<<<grid, kWsThreads, bytes, stream>>>(q_map, k_map, v_map, p);
+}
+
 }  // namespace
+
+const char* fa3_schedule_name(Fa3Schedule schedule) {
+  switch (schedule) {
+    case Fa3Schedule::one_group: return "one_group";
+    case Fa3Schedule::ws: return "ws";
+    case Fa3Schedule::ws_overlap: return "ws_overlap";
+    case Fa3Schedule::ws_overlap_pingpong: return "ws_overlap_pingpong";
+    case Fa3Schedule::ws_overlap_pingpong_3stage: return "ws_overlap_pingpong_3stage";
+  }
+  return "?";
+}
 
 bool fa3_supports(const ForwardParams& p) {
   const AttentionShapeParams& s = p.shape;
@@ -213,22 +428,29 @@ bool fa3_supports(const ForwardParams& p) {
   return true;
 }
 
-void fa3_forward(const ForwardParams& p, cudaStream_t stream) {
+void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream) {
   if (!fa3_supports(p)) {
     throw std::runtime_error("cuda.fa3: bf16 with head dim 128, heads_q a multiple of heads_kv, a 16-byte aligned base and strides that are "
-                             "multiples of 8 elements only (step 1)");
+                             "multiples of 8 elements only");
   }
   const AttentionShapeParams& s = p.shape;
-  const CUtensorMap q_map = map_of(p.q, s, s.heads_q, s.seq_q, kBlockM);
+  const CUtensorMap q_map = map_of(p.q, s, s.heads_q, s.seq_q, kGroupRows);
   const CUtensorMap k_map = map_of(p.k, s, s.heads_kv, s.seq_k, kBlockN);
   const CUtensorMap v_map = map_of(p.v, s, s.heads_kv, s.seq_k, kBlockN);
-  static const bool attribute_set = [] {
-    return cudaFuncSetAttribute(fa3_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)) == cudaSuccess;
-  }();
-  if (!attribute_set) throw std::runtime_error("cuda.fa3 forward: the device refuses " + std::to_string(kSmemBytes) + " bytes of shared memory");
-  const dim3 grid((s.seq_q + kBlockM - 1) / kBlockM, s.heads_q, s.batch);
-  fa3_forward_kernel<<<grid, 128, kSmemBytes, stream>>>(q_map, k_map, v_map, p);
-  check_launch("cuda.fa3 forward (wgmma + TMA, one warpgroup)");
+  const char* name = fa3_schedule_name(schedule);
+  switch (schedule) {
+    case Fa3Schedule::one_group: {
+      allow_smem(fa3_forward_one_group_kernel, static_cast<int>(kOneGroupSmemBytes), name);
+      const dim3 grid((s.seq_q + kGroupRows - 1) / kGroupRows, s.heads_q, s.batch);
+      fa3_forward_one_group_kernel<<<grid, 128, kOneGroupSmemBytes, stream>>>(q_map, k_map, v_map, p);
+      break;
+    }
+    case Fa3Schedule::ws: launch_ws<2, false, false>(q_map, k_map, v_map, p, stream, name); break;
+    case Fa3Schedule::ws_overlap: launch_ws<2, true, false>(q_map, k_map, v_map, p, stream, name); break;
+    case Fa3Schedule::ws_overlap_pingpong: launch_ws<2, true, true>(q_map, k_map, v_map, p, stream, name); break;
+    case Fa3Schedule::ws_overlap_pingpong_3stage: launch_ws<3, true, true>(q_map, k_map, v_map, p, stream, name); break;
+  }
+  check_launch((std::string("cuda.fa3 forward, schedule ") + name).c_str());
 }
 
 }  // namespace fc::kernels::cuda

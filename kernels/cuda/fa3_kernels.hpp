@@ -1,18 +1,29 @@
 // cuda.fa3's kernels (fa3_kernels.cu): FlashAttention-3's forward on Hopper's warpgroup MMA and TMA
-// (kernels/cuda/NOTES.md "cuda.fa3, cuda.fa4", step 1: one consumer warpgroup per 64 query rows, no
-// warp specialisation yet). bf16, head dim 128. Each entry point checks its launch and throws
-// std::runtime_error naming the kernel and the CUDA error.
+// (kernels/cuda/NOTES.md "cuda.fa3, cuda.fa4"), in the schedules of the plan's steps 1-3. bf16, head dim
+// 128. Each entry point checks its launch and throws std::runtime_error naming the kernel and the CUDA error.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 #include "kernels/cuda/attention_params.hpp"
 
 namespace fc::kernels::cuda {
 
+// When the forward's steps happen (the arithmetic, and so the result, is the same in each):
+//   one_group: one warpgroup per 64 rows, every product waited for (step 1);
+//   ws: a producer warp and two consumer warpgroups sharing a 2-stage K/V ring (step 2);
+//   ws_overlap: ws, with the next tile's S = Q K^T issued with this tile's O += P V and the next softmax
+//     run while they compute (step 3);
+//   ws_overlap_pingpong: ws_overlap, the two groups taking turns to issue their products;
+//   ws_overlap_pingpong_3stage: the same with a 3-stage ring.
+enum class Fa3Schedule : std::uint8_t { one_group, ws, ws_overlap, ws_overlap_pingpong, ws_overlap_pingpong_3stage };
+const char* fa3_schedule_name(Fa3Schedule schedule);
+
 bool fa3_supports(const ForwardParams& p);  // bf16, head dim 128, strides TMA can describe
 
 // O and L (natural log) of every (batch, head), as fa2_forward writes them.
-void fa3_forward(const ForwardParams& p, cudaStream_t stream);
+void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream);
 
 }  // namespace fc::kernels::cuda

@@ -36,6 +36,10 @@ __device__ inline void mbarrier_init_fence() { asm volatile("fence.mbarrier_init
 __device__ inline void mbarrier_arrive_expect_tx(std::uint64_t* bar, unsigned bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(bar)), "r"(bytes) : "memory");
 }
+// One plain arrival (no transactions): a consumer releasing a buffer to the producer.
+__device__ inline void mbarrier_arrive(std::uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_address(bar)) : "memory");
+}
 // Waits until the phase with parity `phase` has completed.
 __device__ inline void mbarrier_wait(std::uint64_t* bar, unsigned phase) {
   asm volatile(
@@ -47,6 +51,25 @@ __device__ inline void mbarrier_wait(std::uint64_t* bar, unsigned phase) {
       "}\n" ::"r"(smem_address(bar)),
       "r"(phase)
       : "memory");
+}
+
+// --- named barriers (bar 0 is __syncthreads') -------------------------------------------------------
+// Waits until `threads` threads (a multiple of 32) have arrived at barrier `id`, this one included.
+__device__ inline void named_barrier_sync(int id, int threads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
+// Arrives at barrier `id` without waiting (the other side of a named_barrier_sync).
+__device__ inline void named_barrier_arrive(int id, int threads) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
+
+// --- register reallocation between warpgroups ------------------------------------------------------------
+// The executing warpgroup gives registers back to the CTA's pool (dec) or takes them (inc) to `Count` per
+// thread (24..256, a multiple of 8): a producer warpgroup that only issues copies needs few, the consumer
+// warpgroups' accumulators many. ptxas allocates the code after it under the new count.
+template <int Count>
+__device__ inline void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Count));
+}
+template <int Count>
+__device__ inline void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Count));
 }
 
 // --- TMA ------------------------------------------------------------------------------------------

@@ -65,8 +65,13 @@ const GpuSubject kGpuSubjects[] = {
     {"hog", "cuda.hog", {}, cpu::make_cpu_hog, {Op::bwdbwd}, 0},
     {"hog_2pass", "cuda.hog.2pass", {}, cpu::make_cpu_hog_two_pass, {Op::bwdbwd}, 0},
     {"fa1", "cuda.fa1", {}, cpu::make_cpu_fa1, {Op::fwd, Op::bwd}, 64},
-    // (registered on Hopper only: elsewhere its tests skip with that reason; bf16, d = 128, fwd only)
+    // (registered on Hopper only: elsewhere its tests skip with that reason; bf16, d = 128, fwd only; the
+    // schedules other than auto's a quarter each: the same arithmetic, Fa3Schedules.* checks the same bits)
     {"fa3", "cuda.fa3", {}, cpu::make_cpu_fa3, {Op::fwd}, 0},
+    {"fa3_one_group", "cuda.fa3", {{"schedule", "one_group"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
+    {"fa3_ws", "cuda.fa3", {{"schedule", "ws"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
+    {"fa3_ws_overlap", "cuda.fa3", {{"schedule", "ws_overlap"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
+    {"fa3_ws_overlap_pingpong_3stage", "cuda.fa3", {{"schedule", "ws_overlap_pingpong_3stage"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
 };
 
 std::unique_ptr<Subject> cuda_subject(const GpuSubject& g) {
@@ -80,11 +85,7 @@ std::unique_ptr<Subject> cuda_subject(const GpuSubject& g) {
 
 // cuda.fa3 is registered on Hopper only (wgmma, TMA): there, and only for it, a missing subject skips with
 // the reason; any other missing subject (or cuda.fa3 missing on a Hopper GPU) fails.
-bool device_is_hopper() {
-  int device = 0, major = 0;
-  return cudaGetDevice(&device) == cudaSuccess && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-         major == 9;
-}
+using testing::device_is_hopper;
 #define REQUIRE_SUBJECT(subject)                                                                       \
   do {                                                                                                 \
     if (!(subject)) {                                                                                  \

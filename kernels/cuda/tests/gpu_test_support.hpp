@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -26,6 +28,13 @@ inline int harness_cases() {
 inline std::uint64_t harness_seed() {
   const char* env = std::getenv("FLASHCHECK_GPU_SEED");
   return env ? std::strtoull(env, nullptr, 10) : 2026;
+}
+
+// Hopper (compute capability 9.x): cuda.fa3 is registered there only (wgmma, TMA).
+inline bool device_is_hopper() {
+  int device = 0, major = 0;
+  return cudaGetDevice(&device) == cudaSuccess && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+         major == 9;
 }
 
 }  // namespace fc::kernels::cuda::testing
