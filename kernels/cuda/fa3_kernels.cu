@@ -90,17 +90,20 @@ __device__ inline void issue_pv(float (&o)[16][4], const std::uint32_t (&pa)[8][
 }
 
 // The online softmax on key tile j (fa2_forward.cuh's arithmetic): the running max and sum of this
-// thread's two rows, alpha = exp2(m_old - m_new) for rescaling O, and sc overwritten with P. Masks only
-// where the tile crosses Nk or the diagonal for some row of this warp (or the scale is not positive:
-// then every product is tested).
+// thread's two rows, alpha = exp2(m_old - m_new) for rescaling O, and sc overwritten with P. Masked: the tile
+// crosses Nk or the diagonal for some row of this warp, or the scale is not positive; then every product is
+// tested. Unmasked, every product is finite and the scale positive, so the row max is taken over the raw
+// products and scaled once (x -> x scale2 is monotonic: the same bits as the max of the scaled products),
+// and no -inf test is needed. The two are separate instantiations so that neither carries the other's
+// branches (one function with `if (masked)` inside the element loop compiled to a branch per element).
 struct RowStats {
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 };
-__device__ inline void softmax_tile(float (&sc)[16][4], RowStats& st, float (&alpha)[2], int j, const GroupThread& th,
-                                    const AttentionShapeParams& s, float scale2) {
+template <bool Masked>
+__device__ inline void softmax_tile_as(float (&sc)[16][4], RowStats& st, float (&alpha)[2], int col0, const GroupThread& th,
+                                       const AttentionShapeParams& s, float scale2) {
   const bool causal = s.mask != CausalMask::none;
-  const int offset = s.causal_offset(), col0 = j * kBlockN;
-  const bool masked = !(scale2 > 0.f) || col0 + kBlockN > s.seq_k || (causal && col0 + kBlockN - 1 > th.warp_row0 + offset);
+  const int offset = s.causal_offset();
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float tile_max = -INFINITY;
@@ -109,15 +112,16 @@ __device__ inline void softmax_tile(float (&sc)[16][4], RowStats& st, float (&al
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         float& x = sc[nb][2 * r + c];
-        if (masked) {
+        if constexpr (Masked) {
           const int col = col0 + nb * 8 + 2 * th.t + c;
           if (col >= s.seq_k || (causal && col > th.row0 + 8 * r + offset)) x = -INFINITY;
           tile_max = fmaxf(tile_max, x == -INFINITY ? -INFINITY : x * scale2);
         } else {
-          tile_max = fmaxf(tile_max, x * scale2);
+          tile_max = fmaxf(tile_max, x);
         }
       }
     }
+    if constexpr (!Masked) tile_max *= scale2;
     tile_max = quad_max(tile_max);
     const float m_new = fmaxf(st.m[r], tile_max);
     alpha[r] = m_new == st.m[r] ? 1.f : fast_exp2(st.m[r] - m_new);
@@ -129,12 +133,22 @@ __device__ inline void softmax_tile(float (&sc)[16][4], RowStats& st, float (&al
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         float& x = sc[nb][2 * r + c];
-        // (unmasked, every x and so m_new is finite: no -inf test)
-        x = masked && x == -INFINITY ? 0.f : fast_exp2(fmaf(x, scale2, -m_new));
+        x = Masked && x == -INFINITY ? 0.f : fast_exp2(fmaf(x, scale2, -m_new));
         row_sum += x;
       }
     }
     st.l[r] += row_sum;  // this thread's share; the quad's are summed in the epilogue
+  }
+}
+__device__ inline void softmax_tile(float (&sc)[16][4], RowStats& st, float (&alpha)[2], int j, const GroupThread& th,
+                                    const AttentionShapeParams& s, float scale2) {
+  const int col0 = j * kBlockN;
+  const bool masked =
+      !(scale2 > 0.f) || col0 + kBlockN > s.seq_k || (s.mask != CausalMask::none && col0 + kBlockN - 1 > th.warp_row0 + s.causal_offset());
+  if (masked) {
+    softmax_tile_as<true>(sc, st, alpha, col0, th, s, scale2);
+  } else {
+    softmax_tile_as<false>(sc, st, alpha, col0, th, s, scale2);
   }
 }
 
