@@ -340,19 +340,19 @@ class CudaFa1 final : public CudaAttentionSubject {
   bool needs_dq_accum() const override { return true; }
 };
 
-// cuda.fa3 (kernels/cuda/NOTES.md): FA3's forward on wgmma and TMA, bf16, head dim 128, forward only (its
-// backward is step 5). The option `schedule` picks among the plan's steps (fa3_kernels.hpp), all kept so that
-// one bench run compares them; the arithmetic and so the bits are the same in each.
+// cuda.fa3 (kernels/cuda/NOTES.md): FA3's forward on wgmma and TMA, bf16 and fp16, head dim 64 and 128,
+// forward only (its backward is step 5). The option `schedule` picks among the plan's steps (fa3_kernels.hpp),
+// all kept so that one bench run compares them; the arithmetic and so the bits are the same in each.
 class CudaFa3 final : public CudaAttentionSubject {
  public:
   CudaFa3() {
     info_ = common_info("cuda.fa3",
                         "FlashAttention-3's forward on Hopper: wgmma m64n128k16 (P from registers, V as an MN-major operand), TMA "
-                        "into a K/V ring on mbarriers, a producer warp and two consumer warpgroups, the next tile's Q K^T issued "
-                        "with this tile's P V; bf16, d = 128; fwd only");
+                        "into a K/V ring on mbarriers, a producer warpgroup and two consumer warpgroups taking turns, the next tile's "
+                        "Q K^T issued with this tile's P V, query tiles longest first; bf16 and fp16, d = 64 and 128; fwd only");
     info_.ops = {Op::fwd};
-    info_.formats = {Format::bf16};
-    info_.head_dims = {128};
+    info_.formats = {Format::bf16, Format::fp16};
+    info_.head_dims = {64, 128};
     info_.options = {{"schedule", "auto",
                       "one_group (step 1: a warpgroup per 64 rows, no overlap), ws (a producer warp, two consumer warpgroups), "
                       "ws_overlap (and Q K^T of the next tile issued with P V), ws_overlap_pingpong (and the groups take turns), "

@@ -21,11 +21,13 @@
 #include "kernels/cuda/fa3_kernels.hpp"
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/cuda/hopper/tensor_map.hpp"
@@ -39,10 +41,18 @@ namespace {
 
 using namespace hopper;
 
-constexpr int kHeadDim = 128;
 constexpr int kGroupRows = 64, kBlockN = 128;                        // query rows per warpgroup, keys per tile
-constexpr unsigned kQBox = kGroupRows * 128, kKVBox = kBlockN * 128;  // bytes: rows x 64 bf16
-constexpr unsigned kTileBytes = 2 * kKVBox;                           // one K or V tile: two d halves
+constexpr unsigned kQBox = kGroupRows * 128, kKVBox = kBlockN * 128;  // bytes: rows x 64 16-bit entries
+
+// The element type T (__nv_bfloat16 or __half) and head dim D (64 or 128) of a kernel: D / 64 boxes along d.
+template <class T, int D>
+struct Tiles {
+  static_assert(D == 64 || D == 128, "head dim 64 or 128");
+  static constexpr bool kFp16 = std::is_same_v<T, __half>;
+  static constexpr int kHalves = D / 64;
+  static constexpr unsigned kQBytes = kHalves * kQBox;      // one warpgroup's Q
+  static constexpr unsigned kTileBytes = kHalves * kKVBox;  // one K or V tile
+};
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Where one warpgroup's thread sits: its 64 rows from m0, its warp's 16 from warp_row0, its own two rows
@@ -60,32 +70,40 @@ __device__ inline int key_tiles(const AttentionShapeParams& s, int m0, int rows)
   return (key_end + kBlockN - 1) / kBlockN;
 }
 
-// S = Q K^T for the warpgroup's 64 rows and a tile of 128 keys: 8 k16 steps, 0-3 in the first d half's
-// boxes, 4-7 in the second. Issued and committed as one group; the caller waits for it.
+// S = Q K^T for the warpgroup's 64 rows and a tile of 128 keys: D / 16 k16 steps, 4 per 64-wide box of d. Issued and committed as one group; the caller waits for it.
+template <class T, int D>
 __device__ inline void issue_qk(float (&sc)[16][4], const unsigned char* sQ, const unsigned char* sK) {
   wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < kHeadDim / 16; ++k) {
+  for (int k = 0; k < D / 16; ++k) {
     const std::uint64_t a = wgmma_descriptor_advance(wgmma_descriptor_sw128(sQ + (k / 4) * kQBox), k % 4);
     const std::uint64_t b = wgmma_descriptor_advance(wgmma_descriptor_sw128(sK + (k / 4) * kKVBox), k % 4);
-    wgmma_m64n128k16_bf16_ss(reinterpret_cast<float(&)[64]>(sc), a, b, k > 0);
+    wgmma_m64n128k16_ss<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[64]>(sc), a, b, k > 0);
   }
   wgmma_commit();
 }
 
-// P rounded to bf16 A fragments: k16 step kk from the two adjacent n8 blocks 2 kk and 2 kk + 1 of S.
+// P rounded to T's A fragments: k16 step kk from the two adjacent n8 blocks 2 kk and 2 kk + 1 of S.
+template <class T>
 __device__ inline void p_fragments(std::uint32_t (&pa)[8][4], const float (&sc)[16][4]) {
 #pragma unroll
-  for (int kk = 0; kk < 8; ++kk) a_from_c<__nv_bfloat16>(pa[kk], sc[2 * kk], sc[2 * kk + 1]);
+  for (int kk = 0; kk < 8; ++kk) a_from_c<T>(pa[kk], sc[2 * kk], sc[2 * kk + 1]);
 }
 
 // O += P V with P's A fragments from registers and V's tile MN-major. Issued and committed as one group;
 // the caller waits for it, and neither o nor pa may be touched before (ptxas keeps them live until the wait).
-__device__ inline void issue_pv(float (&o)[16][4], const std::uint32_t (&pa)[8][4], const unsigned char* sV) {
-  const std::uint64_t dv = wgmma_descriptor_sw128_mn(sV, kKVBox);
+template <class T, int D>
+__device__ inline void issue_pv(float (&o)[D / 8][4], const std::uint32_t (&pa)[8][4], const unsigned char* sV) {
+  const std::uint64_t dv = wgmma_descriptor_sw128_mn(sV, kKVBox);  // (D = 64: one n block, the offset unused)
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < 8; ++kk) wgmma_m64n128k16_bf16_rs_tn(reinterpret_cast<float(&)[64]>(o), pa[kk], wgmma_descriptor_advance_mn(dv, kk), 1);
+  for (int kk = 0; kk < 8; ++kk) {
+    if constexpr (D == 128) {
+      wgmma_m64n128k16_rs_tn<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[64]>(o), pa[kk], wgmma_descriptor_advance_mn(dv, kk), 1);
+    } else {
+      wgmma_m64n64k16_rs_tn<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[32]>(o), pa[kk], wgmma_descriptor_advance_mn(dv, kk), 1);
+    }
+  }
   wgmma_commit();
 }
 
@@ -152,15 +170,17 @@ __device__ inline void softmax_tile(float (&sc)[16][4], RowStats& st, float (&al
   }
 }
 
-__device__ inline void rescale(float (&o)[16][4], const float (&alpha)[2]) {
+template <int NB>
+__device__ inline void rescale(float (&o)[NB][4], const float (&alpha)[2]) {
 #pragma unroll
   for (auto& x : o) x[0] *= alpha[0], x[1] *= alpha[0], x[2] *= alpha[1], x[3] *= alpha[1];
 }
 
 // O = acc / l, L = (m + log2 l) ln 2; a row with no visible key: O = 0, L = -inf. fa2_forward's epilogue.
-__device__ inline void store_rows(const float (&o)[16][4], RowStats& st, const GroupThread& th, const ForwardParams& p, int h, int b) {
+template <class T, int D>
+__device__ inline void store_rows(const float (&o)[D / 8][4], RowStats& st, const GroupThread& th, const ForwardParams& p, int h, int b) {
   const AttentionShapeParams& s = p.shape;
-  auto* out = static_cast<__nv_bfloat16*>(p.o.data) + b * p.o.batch + h * p.o.head;
+  auto* out = static_cast<T*>(p.o.data) + b * p.o.batch + h * p.o.head;
   const std::uint64_t o_row_base = (static_cast<std::uint64_t>(b) * s.heads_q + h) * s.seq_q;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -169,11 +189,11 @@ __device__ inline void store_rows(const float (&o)[16][4], RowStats& st, const G
     if (row >= s.seq_q) continue;
     const bool empty = l == 0.f;
     const float inv = empty ? 0.f : 1.f / l;
-    const std::uint64_t index0 = (o_row_base + row) * kHeadDim;
+    const std::uint64_t index0 = (o_row_base + row) * D;
 #pragma unroll
-    for (int nb = 0; nb < 16; ++nb) {
+    for (int nb = 0; nb < D / 8; ++nb) {
       const int col = nb * 8 + 2 * th.t;
-      store_pair<__nv_bfloat16>(out + row * p.o.row + col, o[nb][2 * r] * inv, o[nb][2 * r + 1] * inv, p.rounding, p.o_stream, index0 + col);
+      store_pair<T>(out + row * p.o.row + col, o[nb][2 * r] * inv, o[nb][2 * r + 1] * inv, p.rounding, p.o_stream, index0 + col);
     }
     if (th.t == 0) p.lse[o_row_base + row] = empty ? -INFINITY : static_cast<float>(static_cast<double>(st.m[r] + log2f(l)) * 0.6931471805599453);
   }
@@ -183,26 +203,43 @@ __device__ inline unsigned char* aligned_smem(unsigned char* raw) {
   return reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(raw) + 1023) & ~std::uintptr_t{1023});
 }
 
-// --- step 1: one warpgroup per 64 rows -------------------------------------------------------------------
-constexpr std::size_t kOneGroupSmemBytes = 2 * kQBox + 2 * 2 * kTileBytes + 1024;
+// The CTA's query tile, head and batch: heads in x, batches in y, query tiles in z with the last tile first
+// (under a causal mask the last query tiles see the most keys: the longest CTAs start first and the short
+// ones fill the tail, the longest-processing-time-first order without a persistent grid).
+struct CtaTile {
+  int m_tile, h, b;
+};
+__device__ inline CtaTile cta_tile() {
+  return {static_cast<int>(gridDim.z - 1 - blockIdx.z), static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+}
 
+// --- step 1: one warpgroup per 64 rows -------------------------------------------------------------------
+template <class T, int D>
+constexpr std::size_t one_group_smem_bytes() {
+  return Tiles<T, D>::kQBytes + 2 * 2 * Tiles<T, D>::kTileBytes + 1024;
+}
+
+template <class T, int D>
 __global__ void __launch_bounds__(128, 1) fa3_forward_one_group_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                                                                        const __grid_constant__ CUtensorMap v_map, const ForwardParams p) {
+  using Tl = Tiles<T, D>;
+  constexpr unsigned kTileBytes = Tl::kTileBytes;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* sQ = aligned_smem(smem_raw);
-  unsigned char* sK = sQ + 2 * kQBox;  // stage s at + s kTileBytes
+  unsigned char* sK = sQ + Tl::kQBytes;  // stage s at + s kTileBytes
   unsigned char* sV = sK + 2 * kTileBytes;
   __shared__ alignas(8) std::uint64_t q_full, kv_full[2];
 
   const AttentionShapeParams& s = p.shape;
-  const int h = blockIdx.y, b = blockIdx.z, hk = h / (s.heads_q / s.heads_kv);
-  const GroupThread th(blockIdx.x * kGroupRows, threadIdx.x);
+  const CtaTile cta = cta_tile();
+  const int h = cta.h, b = cta.b, hk = h / (s.heads_q / s.heads_kv);
+  const GroupThread th(cta.m_tile * kGroupRows, threadIdx.x);
   const int n_tiles = key_tiles(s, th.m0, kGroupRows);
 
   const auto issue_kv = [&](int j) {  // thread 0: tile j's K and V into stage j % 2
     const int stage = j & 1;
     mbarrier_arrive_expect_tx(&kv_full[stage], 2 * kTileBytes);
-    for (int half = 0; half < 2; ++half) {
+    for (int half = 0; half < Tl::kHalves; ++half) {
       tma_load_4d(sK + stage * kTileBytes + half * kKVBox, &k_map, &kv_full[stage], 64 * half, j * kBlockN, hk, b);
       tma_load_4d(sV + stage * kTileBytes + half * kKVBox, &v_map, &kv_full[stage], 64 * half, j * kBlockN, hk, b);
     }
@@ -213,14 +250,13 @@ __global__ void __launch_bounds__(128, 1) fa3_forward_one_group_kernel(const __g
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    mbarrier_arrive_expect_tx(&q_full, 2 * kQBox);
-    tma_load_4d(sQ, &q_map, &q_full, 0, th.m0, h, b);
-    tma_load_4d(sQ + kQBox, &q_map, &q_full, 64, th.m0, h, b);
+    mbarrier_arrive_expect_tx(&q_full, Tl::kQBytes);
+    for (int half = 0; half < Tl::kHalves; ++half) tma_load_4d(sQ + half * kQBox, &q_map, &q_full, 64 * half, th.m0, h, b);
     for (int j = 0; j < 2 && j < n_tiles; ++j) issue_kv(j);
   }
 
   const float scale2 = s.scale * kLog2e;
-  float o[16][4];  // O's accumulator (hopper/wgmma_tma.cuh's layout)
+  float o[D / 8][4];  // O's accumulator (hopper/wgmma_tma.cuh's layout)
 #pragma unroll
   for (auto& x : o) x[0] = x[1] = x[2] = x[3] = 0.f;
   RowStats st;
@@ -229,19 +265,19 @@ __global__ void __launch_bounds__(128, 1) fa3_forward_one_group_kernel(const __g
     const int stage = j & 1;
     mbarrier_wait(&kv_full[stage], (j >> 1) & 1);
     float sc[16][4];
-    issue_qk(sc, sQ, sK + stage * kTileBytes);
+    issue_qk<T, D>(sc, sQ, sK + stage * kTileBytes);
     wgmma_wait<0>();
     float alpha[2];
     softmax_tile(sc, st, alpha, j, th, s, scale2);
     rescale(o, alpha);
     std::uint32_t pa[8][4];
-    p_fragments(pa, sc);
-    issue_pv(o, pa, sV + stage * kTileBytes);
+    p_fragments<T>(pa, sc);
+    issue_pv<T, D>(o, pa, sV + stage * kTileBytes);
     wgmma_wait<0>();
     __syncthreads();  // every product on this stage is complete: thread 0 may refill it
     if (threadIdx.x == 0 && j + 2 < n_tiles) issue_kv(j + 2);
   }
-  store_rows(o, st, th, p, h, b);
+  store_rows<T, D>(o, st, th, p, h, b);
 }
 
 // --- steps 2 and 3: a producer warp and two consumer warpgroups --------------------------------------------
@@ -254,24 +290,27 @@ constexpr int kConsumers = 2, kConsumerThreads = 128 * kConsumers, kWsThreads = 
 constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;  // 128 x 24 + 256 x 240 <= 65536
 constexpr int kTurnBarrier = 1;  // named barriers 1 and 2: consumer group g waits on kTurnBarrier + g
 
-template <int Stages>
+template <class T, int D, int Stages>
 constexpr std::size_t ws_smem_bytes() {
-  return 2 * kConsumers * kQBox + 2 * Stages * kTileBytes + 1024;
+  return kConsumers * Tiles<T, D>::kQBytes + 2 * Stages * Tiles<T, D>::kTileBytes + 1024;
 }
 
-template <int Stages, bool Overlap, bool PingPong>
+template <class T, int D, int Stages, bool Overlap, bool PingPong>
 __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                                                                        const __grid_constant__ CUtensorMap v_map, const ForwardParams p) {
   static_assert(!PingPong || Overlap, "the turns cover the pair of products a step issues together");
+  using Tl = Tiles<T, D>;
+  constexpr unsigned kTileBytes = Tl::kTileBytes;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* sQ = aligned_smem(smem_raw);  // group g's boxes at + 2 g kQBox
-  unsigned char* sK = sQ + 2 * kConsumers * kQBox;
+  unsigned char* sQ = aligned_smem(smem_raw);  // group g's boxes at + g kQBytes
+  unsigned char* sK = sQ + kConsumers * Tl::kQBytes;
   unsigned char* sV = sK + Stages * kTileBytes;
   __shared__ alignas(8) std::uint64_t q_full, k_full[Stages], v_full[Stages], k_empty[Stages], v_empty[Stages];
 
   const AttentionShapeParams& s = p.shape;
-  const int h = blockIdx.y, b = blockIdx.z, hk = h / (s.heads_q / s.heads_kv);
-  const int cta_m0 = blockIdx.x * kConsumers * kGroupRows;
+  const CtaTile cta = cta_tile();
+  const int h = cta.h, b = cta.b, hk = h / (s.heads_q / s.heads_kv);
+  const int cta_m0 = cta.m_tile * kConsumers * kGroupRows;
   const int n_tiles = key_tiles(s, cta_m0, kConsumers * kGroupRows);  // both groups walk all of them (the
   // lower group's extra causal tile is fully masked for it)
   constexpr unsigned kReleasers = 4 * kConsumers;  // one arrival per consumer warp
@@ -288,19 +327,21 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
   if (threadIdx.x >= kConsumerThreads) {  // the producer warpgroup
     setmaxnreg_dec<kProducerRegisters>();
     if (threadIdx.x == kConsumerThreads) {
-      mbarrier_arrive_expect_tx(&q_full, 2 * kConsumers * kQBox);
+      mbarrier_arrive_expect_tx(&q_full, kConsumers * Tl::kQBytes);
       for (int g = 0; g < kConsumers; ++g) {
-        for (int half = 0; half < 2; ++half) tma_load_4d(sQ + (2 * g + half) * kQBox, &q_map, &q_full, 64 * half, cta_m0 + g * kGroupRows, h, b);
+        for (int half = 0; half < Tl::kHalves; ++half) {
+          tma_load_4d(sQ + g * Tl::kQBytes + half * kQBox, &q_map, &q_full, 64 * half, cta_m0 + g * kGroupRows, h, b);
+        }
       }
       for (int j = 0; j < n_tiles; ++j) {
         const int stage = j % Stages;
         const unsigned reuse_parity = ((j / Stages) - 1) & 1;  // the release of tile j - Stages
         if (j >= Stages) mbarrier_wait(&k_empty[stage], reuse_parity);
         mbarrier_arrive_expect_tx(&k_full[stage], kTileBytes);
-        for (int half = 0; half < 2; ++half) tma_load_4d(sK + stage * kTileBytes + half * kKVBox, &k_map, &k_full[stage], 64 * half, j * kBlockN, hk, b);
+        for (int half = 0; half < Tl::kHalves; ++half) tma_load_4d(sK + stage * kTileBytes + half * kKVBox, &k_map, &k_full[stage], 64 * half, j * kBlockN, hk, b);
         if (j >= Stages) mbarrier_wait(&v_empty[stage], reuse_parity);
         mbarrier_arrive_expect_tx(&v_full[stage], kTileBytes);
-        for (int half = 0; half < 2; ++half) tma_load_4d(sV + stage * kTileBytes + half * kKVBox, &v_map, &v_full[stage], 64 * half, j * kBlockN, hk, b);
+        for (int half = 0; half < Tl::kHalves; ++half) tma_load_4d(sV + stage * kTileBytes + half * kKVBox, &v_map, &v_full[stage], 64 * half, j * kBlockN, hk, b);
       }
     }
     return;
@@ -310,9 +351,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
   const int group = threadIdx.x / 128;
   const bool releaser = threadIdx.x % 32 == 0;
   const GroupThread th(cta_m0 + group * kGroupRows, threadIdx.x % 128);
-  const unsigned char* sQg = sQ + 2 * group * kQBox;
+  const unsigned char* sQg = sQ + group * Tl::kQBytes;
   const float scale2 = s.scale * kLog2e;
-  float o[16][4];
+  float o[D / 8][4];
 #pragma unroll
   for (auto& x : o) x[0] = x[1] = x[2] = x[3] = 0.f;
   RowStats st;
@@ -325,16 +366,16 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
     for (int j = 0; j < n_tiles; ++j) {
       mbarrier_wait(&k_full[j % Stages], parity(j));
       float sc[16][4];
-      issue_qk(sc, sQg, k_tile(j));
+      issue_qk<T, D>(sc, sQg, k_tile(j));
       wgmma_wait<0>();
       if (releaser) mbarrier_arrive(&k_empty[j % Stages]);
       float alpha[2];
       softmax_tile(sc, st, alpha, j, th, s, scale2);
       rescale(o, alpha);
       std::uint32_t pa[8][4];
-      p_fragments(pa, sc);
+      p_fragments<T>(pa, sc);
       mbarrier_wait(&v_full[j % Stages], parity(j));
-      issue_pv(o, pa, v_tile(j));
+      issue_pv<T, D>(o, pa, v_tile(j));
       wgmma_wait<0>();
       if (releaser) mbarrier_arrive(&v_empty[j % Stages]);
     }
@@ -347,12 +388,12 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
     if (n_tiles > 0) {
       float sc[16][4];
       mbarrier_wait(&k_full[0], 0);
-      issue_qk(sc, sQg, k_tile(0));
+      issue_qk<T, D>(sc, sQg, k_tile(0));
       wgmma_wait<0>();
       if (releaser) mbarrier_arrive(&k_empty[0]);
       float alpha[2];
       softmax_tile(sc, st, alpha, 0, th, s, scale2);  // (O is still 0: alpha is not needed)
-      p_fragments(pa, sc);
+      p_fragments<T>(pa, sc);
     }
     const int my_turn = kTurnBarrier + group, other_turn = kTurnBarrier + (1 - group);
     if (PingPong && group == 1 && n_tiles > 0) named_barrier_arrive(other_turn, kConsumerThreads);  // group 0 goes first
@@ -360,9 +401,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
       if (PingPong) named_barrier_sync(my_turn, kConsumerThreads);
       float sc[16][4];
       mbarrier_wait(&k_full[(j + 1) % Stages], parity(j + 1));
-      issue_qk(sc, sQg, k_tile(j + 1));
+      issue_qk<T, D>(sc, sQg, k_tile(j + 1));
       mbarrier_wait(&v_full[j % Stages], parity(j));
-      issue_pv(o, pa, v_tile(j));
+      issue_pv<T, D>(o, pa, v_tile(j));
       if (PingPong) named_barrier_arrive(other_turn, kConsumerThreads);  // (group 0 has its last turn left)
       wgmma_wait<1>();  // S_{j+1} (committed first) is complete; O's product may still run
       if (releaser) mbarrier_arrive(&k_empty[(j + 1) % Stages]);
@@ -371,19 +412,19 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
       wgmma_wait<0>();
       if (releaser) mbarrier_arrive(&v_empty[j % Stages]);
       rescale(o, alpha);
-      p_fragments(pa, sc);
+      p_fragments<T>(pa, sc);
     }
     if (n_tiles > 0) {
       const int j = n_tiles - 1;
       if (PingPong) named_barrier_sync(my_turn, kConsumerThreads);
       mbarrier_wait(&v_full[j % Stages], parity(j));
-      issue_pv(o, pa, v_tile(j));
+      issue_pv<T, D>(o, pa, v_tile(j));
       if (PingPong && group == 0) named_barrier_arrive(other_turn, kConsumerThreads);  // (group 1's last turn is the last)
       wgmma_wait<0>();
       if (releaser) mbarrier_arrive(&v_empty[j % Stages]);
     }
   }
-  store_rows(o, st, th, p, h, b);
+  store_rows<T, D>(o, st, th, p, h, b);
 }
 
 // A stride TMA accepts for a dimension of `count` entries: its own where it is used, or any valid one
@@ -395,27 +436,59 @@ struct MapStrides {
   std::int64_t batch, head, row;
   bool valid() const { return batch > 0 && head > 0 && row > 0 && batch % 8 == 0 && head % 8 == 0 && row % 8 == 0; }
 };
-MapStrides strides_of(const Strided& x, int batch, int heads, int rows) {
+MapStrides strides_of(const Strided& x, int batch, int heads, int rows, int dim) {
   MapStrides m;
-  m.row = usable_stride(x.row, rows, kHeadDim);
+  m.row = usable_stride(x.row, rows, dim);
   m.head = usable_stride(x.head, heads, m.row * rows);
   m.batch = usable_stride(x.batch, batch, m.head * heads);
   return m;
 }
-CUtensorMap map_of(const Strided& x, const AttentionShapeParams& s, int heads, int rows, std::uint32_t box_rows) {
-  const MapStrides m = strides_of(x, s.batch, heads, rows);
-  return make_tensor_map_bf16_sw128_bhnd(x.data, s.batch, heads, rows, kHeadDim, m.batch, m.head, m.row, box_rows);
+CUtensorMap map_of(const Strided& x, const ForwardParams& p, int heads, int rows, std::uint32_t box_rows) {
+  const AttentionShapeParams& s = p.shape;
+  const MapStrides m = strides_of(x, s.batch, heads, rows, s.head_dim);
+  const Element16 element = p.type == StorageType::fp16 ? Element16::fp16 : Element16::bf16;
+  return make_tensor_map_sw128_bhnd(element, x.data, s.batch, heads, rows, s.head_dim, m.batch, m.head, m.row, box_rows);
 }
 
-template <int Stages, bool Overlap, bool PingPong>
-void launch_ws(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map, const ForwardParams& p, cudaStream_t stream,
-               const char* name) {
-  const AttentionShapeParams& s = p.shape;
-  constexpr std::size_t bytes = ws_smem_bytes<Stages>();
-  auto* kernel = fa3_forward_ws_kernel<Stages, Overlap, PingPong>;
+struct Maps {
+  CUtensorMap q, k, v;
+};
+
+// The grid of cta_tile(): heads in x, batches in y, query tiles of `rows` in z.
+dim3 grid_of(const AttentionShapeParams& s, int rows) {
+  const int tiles = (s.seq_q + rows - 1) / rows;
+  if (tiles > 65535 || s.batch > 65535) {
+    throw std::runtime_error("cuda.fa3: " + std::to_string(tiles) + " query tiles of " + std::to_string(rows) + " rows and batch " + std::to_string(s.batch) +
+                             ": at most 65535 of each (the grid's y and z)");
+  }
+  return dim3(s.heads_q, s.batch, tiles);
+}
+
+template <class T, int D>
+void launch_one_group(const Maps& m, const ForwardParams& p, cudaStream_t stream, const char* name) {
+  constexpr std::size_t bytes = one_group_smem_bytes<T, D>();
+  auto* kernel = fa3_forward_one_group_kernel<T, D>;
   allow_smem(kernel, static_cast<int>(bytes), name);
-  const dim3 grid((s.seq_q + kConsumers * kGroupRows - 1) / (kConsumers * kGroupRows), s.heads_q, s.batch);
-  kernel<<<grid, kWsThreads, bytes, stream>>>(q_map, k_map, v_map, p);
+  kernel<<<grid_of(p.shape, kGroupRows), 128, bytes, stream>>>(m.q, m.k, m.v, p);
+}
+
+template <class T, int D, int Stages, bool Overlap, bool PingPong>
+void launch_ws(const Maps& m, const ForwardParams& p, cudaStream_t stream, const char* name) {
+  constexpr std::size_t bytes = ws_smem_bytes<T, D, Stages>();
+  auto* kernel = fa3_forward_ws_kernel<T, D, Stages, Overlap, PingPong>;
+  allow_smem(kernel, static_cast<int>(bytes), name);
+  kernel<<<grid_of(p.shape, kConsumers * kGroupRows), kWsThreads, bytes, stream>>>(m.q, m.k, m.v, p);
+}
+
+template <class T, int D>
+void launch(Fa3Schedule schedule, const Maps& m, const ForwardParams& p, cudaStream_t stream, const char* name) {
+  switch (schedule) {
+    case Fa3Schedule::one_group: return launch_one_group<T, D>(m, p, stream, name);
+    case Fa3Schedule::ws: return launch_ws<T, D, 2, false, false>(m, p, stream, name);
+    case Fa3Schedule::ws_overlap: return launch_ws<T, D, 2, true, false>(m, p, stream, name);
+    case Fa3Schedule::ws_overlap_pingpong: return launch_ws<T, D, 2, true, true>(m, p, stream, name);
+    case Fa3Schedule::ws_overlap_pingpong_3stage: return launch_ws<T, D, 3, true, true>(m, p, stream, name);
+  }
 }
 
 }  // namespace
@@ -433,36 +506,28 @@ const char* fa3_schedule_name(Fa3Schedule schedule) {
 
 bool fa3_supports(const ForwardParams& p) {
   const AttentionShapeParams& s = p.shape;
-  if (p.type != StorageType::bf16 || s.head_dim != kHeadDim || s.heads_kv < 1 || s.heads_q % s.heads_kv != 0) return false;
+  if ((s.head_dim != 64 && s.head_dim != 128) || s.heads_kv < 1 || s.heads_q % s.heads_kv != 0) return false;
   const std::pair<const Strided*, int> tensors[] = {{&p.q, s.heads_q}, {&p.k, s.heads_kv}, {&p.v, s.heads_kv}};
   for (const auto& [x, heads] : tensors) {
     const int rows = x == &p.q ? s.seq_q : s.seq_k;
-    if (!strides_of(*x, s.batch, heads, rows).valid() || reinterpret_cast<std::uintptr_t>(x->data) % 16 != 0) return false;
+    if (!strides_of(*x, s.batch, heads, rows, s.head_dim).valid() || reinterpret_cast<std::uintptr_t>(x->data) % 16 != 0) return false;
   }
   return true;
 }
 
 void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream) {
   if (!fa3_supports(p)) {
-    throw std::runtime_error("cuda.fa3: bf16 with head dim 128, heads_q a multiple of heads_kv, a 16-byte aligned base and strides that are "
-                             "multiples of 8 elements only");
+    throw std::runtime_error("cuda.fa3: head dim 64 or 128 (got " + std::to_string(p.shape.head_dim) +
+                             "), heads_q a multiple of heads_kv, a 16-byte aligned base and strides that are multiples of 8 elements only");
   }
   const AttentionShapeParams& s = p.shape;
-  const CUtensorMap q_map = map_of(p.q, s, s.heads_q, s.seq_q, kGroupRows);
-  const CUtensorMap k_map = map_of(p.k, s, s.heads_kv, s.seq_k, kBlockN);
-  const CUtensorMap v_map = map_of(p.v, s, s.heads_kv, s.seq_k, kBlockN);
+  const Maps m{map_of(p.q, p, s.heads_q, s.seq_q, kGroupRows), map_of(p.k, p, s.heads_kv, s.seq_k, kBlockN), map_of(p.v, p, s.heads_kv, s.seq_k, kBlockN)};
   const char* name = fa3_schedule_name(schedule);
-  switch (schedule) {
-    case Fa3Schedule::one_group: {
-      allow_smem(fa3_forward_one_group_kernel, static_cast<int>(kOneGroupSmemBytes), name);
-      const dim3 grid((s.seq_q + kGroupRows - 1) / kGroupRows, s.heads_q, s.batch);
-      fa3_forward_one_group_kernel<<<grid, 128, kOneGroupSmemBytes, stream>>>(q_map, k_map, v_map, p);
-      break;
-    }
-    case Fa3Schedule::ws: launch_ws<2, false, false>(q_map, k_map, v_map, p, stream, name); break;
-    case Fa3Schedule::ws_overlap: launch_ws<2, true, false>(q_map, k_map, v_map, p, stream, name); break;
-    case Fa3Schedule::ws_overlap_pingpong: launch_ws<2, true, true>(q_map, k_map, v_map, p, stream, name); break;
-    case Fa3Schedule::ws_overlap_pingpong_3stage: launch_ws<3, true, true>(q_map, k_map, v_map, p, stream, name); break;
+  const bool fp16 = p.type == StorageType::fp16;
+  if (s.head_dim == 128) {
+    fp16 ? launch<__half, 128>(schedule, m, p, stream, name) : launch<__nv_bfloat16, 128>(schedule, m, p, stream, name);
+  } else {
+    fp16 ? launch<__half, 64>(schedule, m, p, stream, name) : launch<__nv_bfloat16, 64>(schedule, m, p, stream, name);
   }
   check_launch((std::string("cuda.fa3 forward, schedule ") + name).c_str());
 }

@@ -44,11 +44,11 @@ CUtensorMap make_tensor_map_bf16_sw128(const void* base, std::uint64_t rows, std
   return map;
 }
 
-CUtensorMap make_tensor_map_bf16_sw128_bhnd(const void* base, std::uint64_t batch, std::uint64_t heads, std::uint64_t rows, std::uint64_t dim,
+CUtensorMap make_tensor_map_sw128_bhnd(Element16 element, const void* base, std::uint64_t batch, std::uint64_t heads, std::uint64_t rows, std::uint64_t dim,
                                             std::int64_t batch_stride, std::int64_t head_stride, std::int64_t row_stride,
                                             std::uint32_t box_rows) {
   for (const std::int64_t stride : {batch_stride, head_stride, row_stride}) {
-    if (stride <= 0 || stride % 8 != 0) throw std::runtime_error("TMA: every stride of a [B, H, N, D] bf16 tensor must be a positive multiple of 8 elements");
+    if (stride <= 0 || stride % 8 != 0) throw std::runtime_error("TMA: every stride of a [B, H, N, D] 16-bit tensor must be a positive multiple of 8 elements");
   }
   if (reinterpret_cast<std::uintptr_t>(base) % 16 != 0) throw std::runtime_error("TMA: the tensor's base must be 16-byte aligned");
   if (box_rows < 1 || box_rows > 256) throw std::runtime_error("TMA: box rows must be 1..256");
@@ -58,7 +58,8 @@ CUtensorMap make_tensor_map_bf16_sw128_bhnd(const void* base, std::uint64_t batc
                                  static_cast<cuuint64_t>(batch_stride) * 2};  // bytes, dimensions 1..3
   const cuuint32_t box[4] = {64, box_rows, 1, 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  const CUresult r = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(base), dims, strides, box, element_strides,
+  const CUtensorMapDataType type = element == Element16::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const CUresult r = encode_tiled()(&map, type, 4, const_cast<void*>(base), dims, strides, box, element_strides,
                                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) throw std::runtime_error("TMA: cuTensorMapEncodeTiled (4D) failed with CUresult " + std::to_string(static_cast<int>(r)));

@@ -15,10 +15,13 @@ namespace fc::kernels::cuda::hopper {
 CUtensorMap make_tensor_map_bf16_sw128(const void* base, std::uint64_t rows, std::uint64_t cols, std::uint64_t row_stride,
                                        std::uint32_t box_rows);
 
-// A [B, H, N, D] bf16 tensor with element strides (batch, head, row) and unit stride along D (every
+// The 16-bit element types a 128-byte-swizzled tile holds (64 per row).
+enum class Element16 { bf16, fp16 };
+
+// A [B, H, N, D] 16-bit tensor with element strides (batch, head, row) and unit stride along D (every
 // stride a multiple of 8, the base 16-byte aligned), boxes of 64 along D x box_rows along N of one (b, h):
 // rows past N read as zeros, per head (a tile never reads another head's rows).
-CUtensorMap make_tensor_map_bf16_sw128_bhnd(const void* base, std::uint64_t batch, std::uint64_t heads, std::uint64_t rows, std::uint64_t dim,
+CUtensorMap make_tensor_map_sw128_bhnd(Element16 element, const void* base, std::uint64_t batch, std::uint64_t heads, std::uint64_t rows, std::uint64_t dim,
                                             std::int64_t batch_stride, std::int64_t head_stride, std::int64_t row_stride,
                                             std::uint32_t box_rows);
 

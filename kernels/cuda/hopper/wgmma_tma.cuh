@@ -82,7 +82,7 @@ __device__ inline void tma_load_2d(void* dst, const CUtensorMap* map, std::uint6
       : "memory");
 }
 
-// The box at (c0 = d, c1 = row, c2 = head, c3 = batch) of a 4D map (make_tensor_map_bf16_sw128_bhnd).
+// The box at (c0 = d, c1 = row, c2 = head, c3 = batch) of a 4D map (make_tensor_map_sw128_bhnd).
 __device__ inline void tma_load_4d(void* dst, const CUtensorMap* map, std::uint64_t* bar, int c0, int c1, int c2, int c3) {
   asm volatile(
       "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];" ::"r"(smem_address(dst)),
@@ -139,30 +139,62 @@ __device__ inline std::uint64_t wgmma_descriptor_sw128_mn(const void* p, unsigne
 __device__ inline std::uint64_t wgmma_descriptor_advance_mn(std::uint64_t d, int k16) { return d + static_cast<std::uint64_t>(128 * k16); }
 
 // d (+)= A B for a 64 x 16 A from registers (per warp w, rows 16 w ..: mma.sync's A fragment, which is the
-// accumulator's layout of two adjacent n8 blocks packed to bf16 pairs: P straight from S's registers) and a
-// 16 x 128 MN-major B by descriptor (trans-b). Issued by all 128 threads of a warpgroup.
-__device__ inline void wgmma_m64n128k16_bf16_rs_tn(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t b, int accumulate) {
-  asm volatile(
-      "{\n"
-      ".reg .pred acc;\n"
-      "setp.ne.b32 acc, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, acc, 1, 1, 1;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+// accumulator's layout of two adjacent n8 blocks packed to 16-bit pairs: P straight from S's registers) and a
+// 16 x N MN-major B by descriptor (trans-b), N = 128 or 64 (V's tile for head dim 128 or 64). Issued by all 128
+// threads of a warpgroup. Fp16: f16 inputs, else bf16; fp32 accumulators either way.
+#define FC_WGMMA_RS_128(TYPE)                                                                                              \
+  asm volatile("{\n.reg .pred acc;\nsetp.ne.b32 acc, %69, 0;\n"                                                        \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, acc, 1, 1, 1;\n}\n"  \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                                                                                              \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate))
+template <bool Fp16>
+__device__ inline void wgmma_m64n128k16_rs_tn(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t b, int accumulate) {
+  if constexpr (Fp16) {
+    FC_WGMMA_RS_128("f16.f16");
+  } else {
+    FC_WGMMA_RS_128("bf16.bf16");
+  }
 }
+#undef FC_WGMMA_RS_128
 
-// d (+)= A B^T for a 64 x 16 A and a 128 x 16 B, both K-major bf16 in shared memory by descriptor (S = Q K^T
+#define FC_WGMMA_RS_64(TYPE)                                                                                              \
+  asm volatile("{\n.reg .pred acc;\nsetp.ne.b32 acc, %37, 0;\n"                                                        \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, acc, 1, 1, 1;\n}\n"  \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                                                                              \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate))
+template <bool Fp16>
+__device__ inline void wgmma_m64n64k16_rs_tn(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t b, int accumulate) {
+  if constexpr (Fp16) {
+    FC_WGMMA_RS_64("f16.f16");
+  } else {
+    FC_WGMMA_RS_64("bf16.bf16");
+  }
+}
+#undef FC_WGMMA_RS_64
+
+// d (+)= A B^T for a 64 x 16 A and a 128 x 16 B, both K-major 16-bit in shared memory by descriptor (S = Q K^T
 // with 128 keys), fp32 accumulators in the layout above (j < 16). Issued by all 128 threads of a warpgroup.
+#define FC_WGMMA_SS_128(TYPE)                                                                                              \
+  asm volatile("{\n.reg .pred acc;\nsetp.ne.b32 acc, %66, 0;\n"                                                          \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, acc, 1, 1, 0, 0;\n}\n"  \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                                                                                             \
+               : "l"(a), "l"(b), "r"(accumulate))
+template <bool Fp16>
+__device__ inline void wgmma_m64n128k16_ss(float (&d)[64], std::uint64_t a, std::uint64_t b, int accumulate) {
+  if constexpr (Fp16) {
+    FC_WGMMA_SS_128("f16.f16");
+  } else {
+    FC_WGMMA_SS_128("bf16.bf16");
+  }
+}
+#undef FC_WGMMA_SS_128
+
+// (the probe's names, bf16)
+__device__ inline void wgmma_m64n128k16_bf16_rs_tn(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t b, int accumulate) {
+  wgmma_m64n128k16_rs_tn<false>(d, a, b, accumulate);
+}
 __device__ inline void wgmma_m64n128k16_bf16_ss(float (&d)[64], std::uint64_t a, std::uint64_t b, int accumulate) {
-  asm volatile(
-      "{\n"
-      ".reg .pred acc;\n"
-      "setp.ne.b32 acc, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, acc, 1, 1, 0, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(a), "l"(b), "r"(accumulate));
+  wgmma_m64n128k16_ss<false>(d, a, b, accumulate);
 }
 
 }  // namespace fc::kernels::cuda::hopper

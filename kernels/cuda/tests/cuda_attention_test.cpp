@@ -65,7 +65,7 @@ const GpuSubject kGpuSubjects[] = {
     {"hog", "cuda.hog", {}, cpu::make_cpu_hog, {Op::bwdbwd}, 0},
     {"hog_2pass", "cuda.hog.2pass", {}, cpu::make_cpu_hog_two_pass, {Op::bwdbwd}, 0},
     {"fa1", "cuda.fa1", {}, cpu::make_cpu_fa1, {Op::fwd, Op::bwd}, 64},
-    // (registered on Hopper only: elsewhere its tests skip with that reason; bf16, d = 128, fwd only; the
+    // (registered on Hopper only: elsewhere its tests skip with that reason; fwd only; the
     // schedules other than auto's a quarter each: the same arithmetic, Fa3Schedules.* checks the same bits)
     {"fa3", "cuda.fa3", {}, cpu::make_cpu_fa3, {Op::fwd}, 0},
     {"fa3_one_group", "cuda.fa3", {{"schedule", "one_group"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
@@ -113,7 +113,7 @@ TEST_P(CudaAttention, PassesTheHarnessInEveryOpAndPolicy) {
   REQUIRE_SUBJECT(subject);
   // Each format in full; its stochastic-rounding variant (the same kernels, another store) a quarter.
   for (const char* policy : {"bf16", "fp16", "bf16,round=sr,seed=5", "fp16,round=sr,seed=5"}) {
-    if (!subject->info().supports(PrecisionPolicy::parse(policy).format(Role::q))) continue;  // (cuda.fa3: bf16 only)
+    if (!subject->info().supports(PrecisionPolicy::parse(policy).format(Role::q))) continue;  // (a subject that does not declare the format)
     for (Op op : under_test().harness_ops) {
       gradcheck::RunOptions o;
       o.op = op, o.policy = PrecisionPolicy::parse(policy), o.seed = harness_seed();

@@ -2,7 +2,8 @@
 // every schedule must give one_group's O and L bit for bit. The shapes reach each schedule's edges: one key
 // tile and several (the overlapped loop's last step is its own code; 1, 2, 3 and 5 tiles), key and query tails,
 // a CTA whose second warpgroup has no rows (Nq <= 64), both causal alignments (the lower warpgroup walks a
-// fully masked tile, and with Nq > Nk rows see no key), GQA, and stochastic rounding (the same words).
+// fully masked tile, and with Nq > Nk rows see no key), GQA, stochastic rounding (the same words), bf16 and
+// fp16, head dims 64 and 128.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gradcheck/caller.hpp"
 #include "gradcheck/inputs.hpp"
@@ -29,42 +31,54 @@ std::unique_ptr<Subject> fa3_with(const std::string& schedule) {
   return nullptr;
 }
 
+// Entries of `got` that differ from `want` (-inf equals -inf: L of a row that sees no key), and the first.
+struct Difference {
+  std::size_t count = 0, first = 0;
+};
+Difference differing(const std::vector<double>& got, const std::vector<double>& want) {
+  Difference d{0, got.size()};
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!(got[i] == want[i])) ++d.count, d.first = std::min(d.first, i);
+  }
+  return d;
+}
+
 TEST(Fa3Schedules, EveryScheduleGivesOneGroupsBits) {
   REQUIRE_GPU();
   if (!testing::device_is_hopper()) GTEST_SKIP() << "cuda.fa3 needs a Hopper GPU (compute capability 9.x): wgmma and TMA";
   auto reference = fa3_with("one_group");
   ASSERT_TRUE(reference) << "cuda.fa3 is not registered on this Hopper GPU";
   const char* schedules[] = {"ws", "ws_overlap", "ws_overlap_pingpong", "ws_overlap_pingpong_3stage"};
-  int compared = 0;
-  for (const char* policy : {"bf16", "bf16,round=sr,seed=5"}) {
-    for (int nq : {1, 65, 129, 300}) {
-      for (int nk : {1, 128, 129, 383, 640}) {
-        for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
-          gradcheck::Case c;
-          c.shape = {2, 4, 2, nq, nk, 128, 128};
-          c.mask = m, c.scale = 1 / std::sqrt(128.0);
-          c.policy = PrecisionPolicy::parse(policy);
-          c.seed = static_cast<std::uint64_t>(nq * 1000 + nk);
-          const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
-          const gradcheck::Outputs want = gradcheck::Caller(*reference, c).fwd(in.q, in.k, in.v);
-          for (const char* schedule : schedules) {
-            auto subject = fa3_with(schedule);
-            const gradcheck::Outputs got = gradcheck::Caller(*subject, c).fwd(in.q, in.k, in.v);
-            for (const char* t : {"O", "L"}) {
-              const auto g = got.at(t).values(), w = want.at(t).values();
-              ASSERT_EQ(g.size(), w.size());
-              std::size_t differing = 0, first = g.size();
-              for (std::size_t i = 0; i < g.size(); ++i) {
-                // (L is -inf for a row that sees no key: equal as values)
-                if (!(g[i] == w[i])) ++differing, first = std::min(first, i);
-              }
-              EXPECT_EQ(differing, 0u) << schedule << ": " << t << " differs from one_group's in " << differing << " of " << g.size()
-                                       << " entries (first at " << first << ") for " << c.to_string();
-            }
-            ++compared;
+  std::vector<gradcheck::Case> cases;
+  for (const char* policy : {"bf16", "bf16,round=sr,seed=5", "fp16"}) {
+    for (int d : {64, 128}) {
+      for (int nq : {1, 65, 129, 300}) {
+        for (int nk : {1, 128, 129, 383, 640}) {
+          for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
+            gradcheck::Case c;
+            c.shape = {2, 4, 2, nq, nk, d, d};
+            c.mask = m, c.scale = 1 / std::sqrt(static_cast<double>(d));
+            c.policy = PrecisionPolicy::parse(policy);
+            c.seed = static_cast<std::uint64_t>(d * 1000000 + nq * 1000 + nk);
+            cases.push_back(c);
           }
         }
       }
+    }
+  }
+  int compared = 0;
+  for (const gradcheck::Case& c : cases) {
+    const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+    const gradcheck::Outputs want = gradcheck::Caller(*reference, c).fwd(in.q, in.k, in.v);
+    for (const char* schedule : schedules) {
+      auto subject = fa3_with(schedule);
+      const gradcheck::Outputs got = gradcheck::Caller(*subject, c).fwd(in.q, in.k, in.v);
+      for (const char* t : {"O", "L"}) {
+        const Difference d = differing(got.at(t).values(), want.at(t).values());
+        EXPECT_EQ(d.count, 0u) << schedule << ": " << t << " differs from one_group's in " << d.count << " entries (first at " << d.first << ") for "
+                               << c.to_string();
+      }
+      ++compared;
     }
   }
   std::cout << compared << " (case, schedule) pairs compared with one_group bit for bit\n";
