@@ -349,7 +349,7 @@ class CudaFa3 final : public CudaAttentionSubject {
     info_ = common_info("cuda.fa3",
                         "FlashAttention-3's forward on Hopper: wgmma m64n128k16 (P from registers, V as an MN-major operand), TMA "
                         "into a K/V ring on mbarriers, a producer warpgroup and two consumer warpgroups taking turns, the next tile's "
-                        "Q K^T issued with this tile's P V, query tiles longest first; bf16 and fp16, d = 64 and 128; fwd only");
+                        "Q K^T issued with this tile's P V, each head's query tiles longest first; bf16 and fp16, d = 64 and 128; fwd only");
     info_.ops = {Op::fwd};
     info_.formats = {Format::bf16, Format::fp16};
     info_.head_dims = {64, 128};

@@ -170,8 +170,11 @@ __device__ inline void softmax_tile(float (&sc)[16][4], RowStats& st, float (&al
   }
 }
 
+// O *= alpha per row. Skipped where both of this thread's alphas are 1 (the row max did not grow: after the
+// first tiles, nearly always without a mask), which changes no bit: x * 1 = x.
 template <int NB>
 __device__ inline void rescale(float (&o)[NB][4], const float (&alpha)[2]) {
+  if (alpha[0] == 1.f && alpha[1] == 1.f) return;
 #pragma unroll
   for (auto& x : o) x[0] *= alpha[0], x[1] *= alpha[0], x[2] *= alpha[1], x[3] *= alpha[1];
 }
@@ -203,14 +206,16 @@ __device__ inline unsigned char* aligned_smem(unsigned char* raw) {
   return reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(raw) + 1023) & ~std::uintptr_t{1023});
 }
 
-// The CTA's query tile, head and batch: heads in x, batches in y, query tiles in z with the last tile first
-// (under a causal mask the last query tiles see the most keys: the longest CTAs start first and the short
-// ones fill the tail, the longest-processing-time-first order without a persistent grid).
+// The CTA's query tile, head and batch: query tiles in x, last tile first, heads in y, batches in z. Under a
+// causal mask the last query tiles see the most keys, so within each (batch, head) the longest CTAs start
+// first and the short ones fill in behind them. (Putting the query tiles outermost would order the whole
+// grid longest first, but then the CTAs in flight belong to every head at once and their K and V no longer
+// fit in L2: measured 9 % slower at N = 16k non-causal, 7ac23db. Consecutive CTAs of one head share K/V in L2.)
 struct CtaTile {
   int m_tile, h, b;
 };
 __device__ inline CtaTile cta_tile() {
-  return {static_cast<int>(gridDim.z - 1 - blockIdx.z), static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  return {static_cast<int>(gridDim.x - 1 - blockIdx.x), static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z)};
 }
 
 // --- step 1: one warpgroup per 64 rows -------------------------------------------------------------------
@@ -454,14 +459,12 @@ struct Maps {
   CUtensorMap q, k, v;
 };
 
-// The grid of cta_tile(): heads in x, batches in y, query tiles of `rows` in z.
+// The grid of cta_tile(): query tiles of `rows` in x, heads in y, batches in z.
 dim3 grid_of(const AttentionShapeParams& s, int rows) {
-  const int tiles = (s.seq_q + rows - 1) / rows;
-  if (tiles > 65535 || s.batch > 65535) {
-    throw std::runtime_error("cuda.fa3: " + std::to_string(tiles) + " query tiles of " + std::to_string(rows) + " rows and batch " + std::to_string(s.batch) +
-                             ": at most 65535 of each (the grid's y and z)");
+  if (s.heads_q > 65535 || s.batch > 65535) {
+    throw std::runtime_error("cuda.fa3: " + std::to_string(s.heads_q) + " heads and batch " + std::to_string(s.batch) + ": at most 65535 of each (the grid's y and z)");
   }
-  return dim3(s.heads_q, s.batch, tiles);
+  return dim3((s.seq_q + rows - 1) / rows, s.heads_q, s.batch);
 }
 
 template <class T, int D>
