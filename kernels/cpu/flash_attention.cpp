@@ -88,7 +88,9 @@ class Flash {
 
  private:
   A exp2(A x, int column, long long& emulated) const {
-    if (o_.exp2_fraction > 0 && (column % 16) < static_cast<int>(o_.exp2_fraction * 16 + 0.5)) {
+    // (columns in blocks of 8, the first round(8 f) of every 8 blocks: per 128-key tile, the n8 blocks nb with
+    // nb % 8 < 8 f, which cuda.fa4 emulates, warp-uniformly)
+    if (o_.exp2_fraction > 0 && (column / 8) % 8 < static_cast<int>(o_.exp2_fraction * 8 + 0.5)) {
       ++emulated;
       return static_cast<A>(exp2_emulated(static_cast<float>(x)));
     }

@@ -52,6 +52,10 @@ struct ForwardParams {
   OutputRounding rounding;
   std::uint32_t o_stream = 0;  // Philox stream of O (PrecisionPolicy::stream(Role::o))
   float* row_state = nullptr;  // workspace [2, B, Hq, Nq] fp32, cuda.fa1's running m and l (unused by fa2)
+  // cuda.fa4's selective rescaling: tau in log2 units, and where the kernel adds its rescale count (per row and
+  // key tile after the first; nullptr: not counted).
+  float rescale_threshold = 0;
+  unsigned long long* rescale_count = nullptr;
 };
 
 // The dK/dV pass's work split (fa2): each warp owns 16 keys across all of d (fa2_backward.cuh), or

@@ -9,7 +9,10 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <exception>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "kernels/cuda/device_fill.hpp"
 #include "kernels/cuda/device_memory.hpp"
@@ -19,6 +22,7 @@
 #include "kernels/cuda/hog_kernels.hpp"
 #include "kernels/cuda/shape_params.hpp"
 #include "kernels/tensor_io.hpp"
+#include "precision/format.hpp"
 
 namespace fc::kernels::cuda {
 
@@ -386,6 +390,97 @@ class CudaFa3 final : public CudaAttentionSubject {
   Fa3Schedule schedule_ = kAuto;
 };
 
+// cuda.fa4 (kernels/cuda/NOTES.md): cuda.fa3's forward pipeline (ws_overlap_pingpong) with FA4's softmax:
+// selective rescaling (tau, log2 units, default 8; the count of rescales per row and key tile after the first
+// is the counter `rescales`) and the cubic exp2 emulation on a share of the exponentials (exp2_fraction: 0,
+// 0.125, 0.25 or 0.5, the columns cpu.fa4.emulated emulates). CPU twins: cpu.fa4, cpu.fa4.emulated.
+class CudaFa4 final : public CudaAttentionSubject {
+ public:
+  CudaFa4() {
+    info_ = common_info("cuda.fa4",
+                        "FA4-style forward on Hopper: cuda.fa3's pipeline (TMA ring, producer warpgroup, two consumer warpgroups taking "
+                        "turns, Q K^T of the next tile issued with P V) with selective rescaling (the running max raised only when a "
+                        "tile's max exceeds it by tau; rescales counted) and the cubic exp2 emulation on a share of the exponentials; "
+                        "bf16 and fp16, d = 64 and 128; fwd only");
+    info_.ops = {Op::fwd};
+    info_.formats = {Format::bf16, Format::fp16};
+    info_.head_dims = {64, 128};
+    refresh_options();
+  }
+  ~CudaFa4() override {
+    if (rescale_count_ != nullptr) cudaFree(rescale_count_);
+  }
+  CudaFa4(const CudaFa4&) = delete;
+  CudaFa4& operator=(const CudaFa4&) = delete;
+
+  void set_option(const std::string& name, const std::string& value) override {
+    if (name == "tau") {
+      double v = 0;
+      try {
+        std::size_t used = 0;
+        v = std::stod(value, &used);
+        if (used != value.size()) throw std::invalid_argument("trailing characters");
+      } catch (const std::exception&) {
+        throw SubjectError(info_.name + ": tau=" + value + ": a number in [0, 30] (log2 units)");
+      }
+      if (!(v >= 0 && v <= 30)) throw SubjectError(info_.name + ": tau=" + value + ": a number in [0, 30] (log2 units)");
+      tau_ = static_cast<float>(v);
+    } else if (name == "exp2_fraction") {
+      const int eighths = value == "0" ? 0 : value == "0.125" ? 1 : value == "0.25" ? 2 : value == "0.5" ? 4 : -1;
+      if (eighths < 0) throw SubjectError(info_.name + ": exp2_fraction=" + value + ": one of 0, 0.125, 0.25, 0.5 (compiled variants)");
+      fa4_.emulated_eighths = eighths;
+    } else {
+      throw SubjectError(info_.name + ": no option " + name + " (tau, exp2_fraction)");
+    }
+    refresh_options();
+  }
+
+  void run(Op op, const AttentionCall& c) override {
+    // Without a rescale P runs up to 2^tau and enters P V in V's format: past its largest finite value (fp16:
+    // 65504 < 2^16) it would become Inf (cpu.fa4's rule).
+    const FormatInfo p_format = format_info(c.policy.format(Role::v));
+    if (std::exp2(static_cast<double>(tau_)) > p_format.max_finite()) {
+      const std::string format(p_format.name);
+      throw SubjectError(info_.name + ": tau=" + std::to_string(tau_) + " lets P reach 2^tau, above " + format + "'s largest finite value; use tau <= " +
+                         std::to_string(static_cast<int>(std::floor(std::log2(p_format.max_finite())))) + " with " + format + " storage");
+    }
+    CudaAttentionSubject::run(op, c);
+  }
+
+  std::vector<Counter> counters() const override {
+    if (rescale_count_ == nullptr) return {};
+    unsigned long long rescales = 0;
+    if (cudaMemcpy(&rescales, rescale_count_, sizeof rescales, cudaMemcpyDeviceToHost) != cudaSuccess) {
+      cudaGetLastError();
+      return {};
+    }
+    return {{"rescales", static_cast<double>(rescales)}};
+  }
+
+ protected:
+  void forward(const ForwardParams& p, cudaStream_t stream) override {
+    if (rescale_count_ == nullptr) check_cuda(cudaMalloc(&rescale_count_, sizeof(unsigned long long)), info_.name, "allocating the rescale counter");
+    check_cuda(cudaMemsetAsync(rescale_count_, 0, sizeof(unsigned long long), stream), info_.name, "clearing the rescale counter");
+    ForwardParams with_counter = p;
+    with_counter.rescale_threshold = tau_;
+    with_counter.rescale_count = rescale_count_;
+    fa4_forward(with_counter, fa4_, stream);
+  }
+  void backward(const BackwardParams&, cudaStream_t) override { throw std::runtime_error("cuda.fa4 has no backward yet (plan step 5)"); }
+
+ private:
+  void refresh_options() {
+    static const char* fractions[] = {"0", "0.125", "0.25", "", "0.5"};
+    info_.options = {{"tau", std::to_string(tau_), "rescale only when the running max grows by at least this (log2 units); 0: always (FA2)"},
+                     {"exp2_fraction", fractions[fa4_.emulated_eighths],
+                      "share of the exponentials by the cubic exp2 emulation on the FMA pipes: 0, 0.125, 0.25 or 0.5"}};
+  }
+
+  float tau_ = 8;
+  Fa4Options fa4_;
+  unsigned long long* rescale_count_ = nullptr;
+};
+
 // Hopper (compute capability 9.x) for the wgmma and TMA kernels.
 bool device_is_hopper() {
   int device = 0, major = 0;
@@ -440,7 +535,10 @@ std::vector<std::unique_ptr<Subject>> make_cuda_subjects() {
   subjects.push_back(std::make_unique<CudaHog>(false));
   subjects.push_back(std::make_unique<CudaHog>(true));
   subjects.push_back(make_cuda_attnres());
-  if (device_is_hopper()) subjects.push_back(std::make_unique<CudaFa3>());
+  if (device_is_hopper()) {
+    subjects.push_back(std::make_unique<CudaFa3>());
+    subjects.push_back(std::make_unique<CudaFa4>());
+  }
   return subjects;
 }
 

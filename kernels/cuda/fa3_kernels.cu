@@ -114,10 +114,42 @@ __device__ inline void issue_pv(float (&o)[D / 8][4], const std::uint32_t (&pa)[
 // products and scaled once (x -> x scale2 is monotonic: the same bits as the max of the scaled products),
 // and no -inf test is needed. The two are separate instantiations so that neither carries the other's
 // branches (one function with `if (masked)` inside the element loop compiled to a branch per element).
+//
+// FA4's two changes (cuda.fa4; the CPU twins cpu.fa4 and cpu.fa4.emulated follow the same rules, kernels/cpu/
+// flash_attention.hpp): Selective raises a row's running max only when the tile's max exceeds it by at least
+// tau (log2 units), so most tiles skip alpha's exponential and O's rescale and the exponentials run up to 2^tau
+// against the stale max (counted in rescales, per row and tile after the first); EmulatedEighths computes the
+// exponentials of n8 blocks nb with nb % 8 < EmulatedEighths (that share of them, the same columns as the CPU
+// twin's) by exp2_emulated on the FMA pipes instead of the special-function unit.
+template <bool Selective, int EmulatedEighths>
+struct SoftmaxRule {
+  static_assert(EmulatedEighths >= 0 && EmulatedEighths <= 8, "eighths of the exponentials");
+  static constexpr bool kSelective = Selective;
+  static constexpr int kEmulatedEighths = EmulatedEighths;
+};
+using Fa3Rule = SoftmaxRule<false, 0>;
+
 struct RowStats {
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  float tau = 0.f;   // (Selective)
+  int rescales = 0;  // (Selective: counted by the quad's first thread, t == 0)
 };
-template <bool Masked>
+
+// FA4's 2^x: 2^floor(x) p(frac(x)) with the cubic p of kernels/cpu/flash_attention.cpp's exp2_emulated (max
+// relative error 7.5e-5: 0.02 u of bf16, 0.15 u of fp16), the same FMA sequence, so the same bits as the CPU
+// twin for x >= -126 (below: 0, both). 2^floor(x) is built as a float (normal for floor(x) >= -126) and
+// multiplied in, which rounds a subnormal result as ldexp does (no flush to zero in this build).
+__device__ inline float exp2_emulated(float x) {
+  if (x < -126.0f) return 0.0f;
+  const float n = floorf(x);
+  const float f = x - n;
+  float p = fmaf(0.0780240310260709f, f, 0.22606707273039292f);
+  p = fmaf(p, f, 0.6958339921071451f);
+  p = fmaf(p, f, 0.9999251255464429f);
+  return p * __int_as_float((static_cast<int>(n) + 127) << 23);
+}
+
+template <bool Masked, class Rule>
 __device__ inline void softmax_tile_as(float (&sc)[16][4], RowStats& st, float (&alpha)[2], int col0, const GroupThread& th,
                                        const AttentionShapeParams& s, float scale2) {
   const bool causal = s.mask != CausalMask::none;
@@ -141,8 +173,20 @@ __device__ inline void softmax_tile_as(float (&sc)[16][4], RowStats& st, float (
     }
     if constexpr (!Masked) tile_max *= scale2;
     tile_max = quad_max(tile_max);
-    const float m_new = fmaxf(st.m[r], tile_max);
-    alpha[r] = m_new == st.m[r] ? 1.f : fast_exp2(st.m[r] - m_new);
+    float m_new;
+    if constexpr (Rule::kSelective) {
+      if (st.m[r] == -INFINITY) {
+        m_new = tile_max, alpha[r] = 1.f;  // the first visible tile sets the reference max (O and l are 0)
+      } else if (tile_max > st.m[r] && tile_max - st.m[r] >= st.tau) {
+        m_new = tile_max, alpha[r] = fast_exp2(st.m[r] - m_new);
+        if (th.t == 0) ++st.rescales;
+      } else {
+        m_new = st.m[r], alpha[r] = 1.f;  // the stale max: this tile's exponentials stay below 2^tau
+      }
+    } else {
+      m_new = fmaxf(st.m[r], tile_max);
+      alpha[r] = m_new == st.m[r] ? 1.f : fast_exp2(st.m[r] - m_new);
+    }
     st.m[r] = m_new;
     st.l[r] *= alpha[r];
     float row_sum = 0.f;
@@ -151,22 +195,26 @@ __device__ inline void softmax_tile_as(float (&sc)[16][4], RowStats& st, float (
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         float& x = sc[nb][2 * r + c];
-        x = Masked && x == -INFINITY ? 0.f : fast_exp2(fmaf(x, scale2, -m_new));
+        // (unmasked, every x and so m_new is finite: no -inf test)
+        const float arg = fmaf(x, scale2, -m_new);
+        const float e = nb % 8 < Rule::kEmulatedEighths ? exp2_emulated(arg) : fast_exp2(arg);
+        x = Masked && x == -INFINITY ? 0.f : e;
         row_sum += x;
       }
     }
     st.l[r] += row_sum;  // this thread's share; the quad's are summed in the epilogue
   }
 }
+template <class Rule>
 __device__ inline void softmax_tile(float (&sc)[16][4], RowStats& st, float (&alpha)[2], int j, const GroupThread& th,
                                     const AttentionShapeParams& s, float scale2) {
   const int col0 = j * kBlockN;
   const bool masked =
       !(scale2 > 0.f) || col0 + kBlockN > s.seq_k || (s.mask != CausalMask::none && col0 + kBlockN - 1 > th.warp_row0 + s.causal_offset());
   if (masked) {
-    softmax_tile_as<true>(sc, st, alpha, col0, th, s, scale2);
+    softmax_tile_as<true, Rule>(sc, st, alpha, col0, th, s, scale2);
   } else {
-    softmax_tile_as<false>(sc, st, alpha, col0, th, s, scale2);
+    softmax_tile_as<false, Rule>(sc, st, alpha, col0, th, s, scale2);
   }
 }
 
@@ -273,7 +321,7 @@ __global__ void __launch_bounds__(128, 1) fa3_forward_one_group_kernel(const __g
     issue_qk<T, D>(sc, sQ, sK + stage * kTileBytes);
     wgmma_wait<0>();
     float alpha[2];
-    softmax_tile(sc, st, alpha, j, th, s, scale2);
+    softmax_tile<Fa3Rule>(sc, st, alpha, j, th, s, scale2);
     rescale(o, alpha);
     std::uint32_t pa[8][4];
     p_fragments<T>(pa, sc);
@@ -300,7 +348,7 @@ constexpr std::size_t ws_smem_bytes() {
   return kConsumers * Tiles<T, D>::kQBytes + 2 * Stages * Tiles<T, D>::kTileBytes + 1024;
 }
 
-template <class T, int D, int Stages, bool Overlap, bool PingPong>
+template <class T, int D, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule>
 __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                                                                        const __grid_constant__ CUtensorMap v_map, const ForwardParams p) {
   static_assert(!PingPong || Overlap, "the turns cover the pair of products a step issues together");
@@ -362,6 +410,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
 #pragma unroll
   for (auto& x : o) x[0] = x[1] = x[2] = x[3] = 0.f;
   RowStats st;
+  st.tau = p.rescale_threshold;
   mbarrier_wait(&q_full, 0);
   const auto k_tile = [&](int j) { return sK + (j % Stages) * kTileBytes; };
   const auto v_tile = [&](int j) { return sV + (j % Stages) * kTileBytes; };
@@ -375,7 +424,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
       wgmma_wait<0>();
       if (releaser) mbarrier_arrive(&k_empty[j % Stages]);
       float alpha[2];
-      softmax_tile(sc, st, alpha, j, th, s, scale2);
+      softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2);
       rescale(o, alpha);
       std::uint32_t pa[8][4];
       p_fragments<T>(pa, sc);
@@ -397,7 +446,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
       wgmma_wait<0>();
       if (releaser) mbarrier_arrive(&k_empty[0]);
       float alpha[2];
-      softmax_tile(sc, st, alpha, 0, th, s, scale2);  // (O is still 0: alpha is not needed)
+      softmax_tile<Rule>(sc, st, alpha, 0, th, s, scale2);  // (O is still 0: alpha is not needed)
       p_fragments<T>(pa, sc);
     }
     const int my_turn = kTurnBarrier + group, other_turn = kTurnBarrier + (1 - group);
@@ -413,7 +462,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
       wgmma_wait<1>();  // S_{j+1} (committed first) is complete; O's product may still run
       if (releaser) mbarrier_arrive(&k_empty[(j + 1) % Stages]);
       float alpha[2];
-      softmax_tile(sc, st, alpha, j + 1, th, s, scale2);
+      softmax_tile<Rule>(sc, st, alpha, j + 1, th, s, scale2);
       wgmma_wait<0>();
       if (releaser) mbarrier_arrive(&v_empty[j % Stages]);
       rescale(o, alpha);
@@ -430,6 +479,15 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
     }
   }
   store_rows<T, D>(o, st, th, p, h, b);
+  if constexpr (Rule::kSelective) {
+    // (an integer sum: the same total in any order)
+    int warp_rescales = st.rescales;
+#pragma unroll
+    for (int lane_mask = 16; lane_mask > 0; lane_mask /= 2) warp_rescales += __shfl_xor_sync(0xffffffffu, warp_rescales, lane_mask);
+    if (p.rescale_count != nullptr && threadIdx.x % 32 == 0 && warp_rescales > 0) {
+      atomicAdd(p.rescale_count, static_cast<unsigned long long>(warp_rescales));
+    }
+  }
 }
 
 // A stride TMA accepts for a dimension of `count` entries: its own where it is used, or any valid one
@@ -475,12 +533,23 @@ void launch_one_group(const Maps& m, const ForwardParams& p, cudaStream_t stream
   kernel<<<grid_of(p.shape, kGroupRows), 128, bytes, stream>>>(m.q, m.k, m.v, p);
 }
 
-template <class T, int D, int Stages, bool Overlap, bool PingPong>
+template <class T, int D, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule>
 void launch_ws(const Maps& m, const ForwardParams& p, cudaStream_t stream, const char* name) {
   constexpr std::size_t bytes = ws_smem_bytes<T, D, Stages>();
-  auto* kernel = fa3_forward_ws_kernel<T, D, Stages, Overlap, PingPong>;
+  auto* kernel = fa3_forward_ws_kernel<T, D, Stages, Overlap, PingPong, Rule>;
   allow_smem(kernel, static_cast<int>(bytes), name);
   kernel<<<grid_of(p.shape, kConsumers * kGroupRows), kWsThreads, bytes, stream>>>(m.q, m.k, m.v, p);
+}
+
+template <class T, int D>
+void launch_fa4(const Fa4Options& options, const Maps& m, const ForwardParams& p, cudaStream_t stream, const char* name) {
+  switch (options.emulated_eighths) {
+    case 0: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 0>>(m, p, stream, name);
+    case 1: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 1>>(m, p, stream, name);
+    case 2: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 2>>(m, p, stream, name);
+    case 4: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 4>>(m, p, stream, name);
+    default: throw std::runtime_error("cuda.fa4: exp2 emulation on " + std::to_string(options.emulated_eighths) + " eighths: compiled for 0, 1, 2, 4");
+  }
 }
 
 template <class T, int D>
@@ -518,13 +587,20 @@ bool fa3_supports(const ForwardParams& p) {
   return true;
 }
 
-void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream) {
+namespace {
+Maps maps_of(const ForwardParams& p, const char* family) {
   if (!fa3_supports(p)) {
-    throw std::runtime_error("cuda.fa3: head dim 64 or 128 (got " + std::to_string(p.shape.head_dim) +
+    throw std::runtime_error(std::string(family) + ": head dim 64 or 128 (got " + std::to_string(p.shape.head_dim) +
                              "), heads_q a multiple of heads_kv, a 16-byte aligned base and strides that are multiples of 8 elements only");
   }
   const AttentionShapeParams& s = p.shape;
-  const Maps m{map_of(p.q, p, s.heads_q, s.seq_q, kGroupRows), map_of(p.k, p, s.heads_kv, s.seq_k, kBlockN), map_of(p.v, p, s.heads_kv, s.seq_k, kBlockN)};
+  return {map_of(p.q, p, s.heads_q, s.seq_q, kGroupRows), map_of(p.k, p, s.heads_kv, s.seq_k, kBlockN), map_of(p.v, p, s.heads_kv, s.seq_k, kBlockN)};
+}
+}  // namespace
+
+void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream) {
+  const AttentionShapeParams& s = p.shape;
+  const Maps m = maps_of(p, "cuda.fa3");
   const char* name = fa3_schedule_name(schedule);
   const bool fp16 = p.type == StorageType::fp16;
   if (s.head_dim == 128) {
@@ -533,6 +609,19 @@ void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stre
     fp16 ? launch<__half, 64>(schedule, m, p, stream, name) : launch<__nv_bfloat16, 64>(schedule, m, p, stream, name);
   }
   check_launch((std::string("cuda.fa3 forward, schedule ") + name).c_str());
+}
+
+void fa4_forward(const ForwardParams& p, const Fa4Options& options, cudaStream_t stream) {
+  const AttentionShapeParams& s = p.shape;
+  const Maps m = maps_of(p, "cuda.fa4");
+  const char* name = "fa4";
+  const bool fp16 = p.type == StorageType::fp16;
+  if (s.head_dim == 128) {
+    fp16 ? launch_fa4<__half, 128>(options, m, p, stream, name) : launch_fa4<__nv_bfloat16, 128>(options, m, p, stream, name);
+  } else {
+    fp16 ? launch_fa4<__half, 64>(options, m, p, stream, name) : launch_fa4<__nv_bfloat16, 64>(options, m, p, stream, name);
+  }
+  check_launch("cuda.fa4 forward");
 }
 
 }  // namespace fc::kernels::cuda

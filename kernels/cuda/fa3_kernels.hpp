@@ -1,4 +1,4 @@
-// cuda.fa3's kernels (fa3_kernels.cu): FlashAttention-3's forward on Hopper's warpgroup MMA and TMA
+// cuda.fa3's and cuda.fa4's kernels (fa3_kernels.cu): FlashAttention-3's forward on Hopper's warpgroup MMA and TMA
 // (kernels/cuda/NOTES.md "cuda.fa3, cuda.fa4"), in the schedules of the plan's steps 1-3. bf16, head dim
 // 128. Each entry point checks its launch and throws std::runtime_error naming the kernel and the CUDA error.
 #pragma once
@@ -25,5 +25,14 @@ bool fa3_supports(const ForwardParams& p);  // bf16, head dim 128, strides TMA c
 
 // O and L (natural log) of every (batch, head), as fa2_forward writes them.
 void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream);
+
+// cuda.fa4's forward: ws_overlap_pingpong with FA4's softmax (fa3_kernels.cu, SoftmaxRule): the running max
+// raised only when a tile's max exceeds it by p.rescale_threshold or more (log2 units; the count added to
+// *p.rescale_count when set), and emulated_eighths / 8 of the exponentials (0, 1, 2 or 4) by the cubic exp2
+// emulation on the FMA pipes.
+struct Fa4Options {
+  int emulated_eighths = 0;
+};
+void fa4_forward(const ForwardParams& p, const Fa4Options& options, cudaStream_t stream);
 
 }  // namespace fc::kernels::cuda

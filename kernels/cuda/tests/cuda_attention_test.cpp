@@ -72,6 +72,9 @@ const GpuSubject kGpuSubjects[] = {
     {"fa3_ws", "cuda.fa3", {{"schedule", "ws"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     {"fa3_ws_overlap", "cuda.fa3", {{"schedule", "ws_overlap"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     {"fa3_ws_overlap_pingpong_3stage", "cuda.fa3", {{"schedule", "ws_overlap_pingpong_3stage"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
+    // (Hopper only, fwd only; FA4's softmax against the CPU twins with the same rules)
+    {"fa4", "cuda.fa4", {}, cpu::make_cpu_fa4, {Op::fwd}, 0},
+    {"fa4_emulated", "cuda.fa4", {{"exp2_fraction", "0.5"}}, cpu::make_cpu_fa4_emulated, {Op::fwd}, 0},
 };
 
 std::unique_ptr<Subject> cuda_subject(const GpuSubject& g) {
@@ -83,14 +86,15 @@ std::unique_ptr<Subject> cuda_subject(const GpuSubject& g) {
   return nullptr;
 }
 
-// cuda.fa3 is registered on Hopper only (wgmma, TMA): there, and only for it, a missing subject skips with
-// the reason; any other missing subject (or cuda.fa3 missing on a Hopper GPU) fails.
+// cuda.fa3 and cuda.fa4 are registered on Hopper only (wgmma, TMA): there, and only for them, a missing subject
+// skips with the reason; any other missing subject (or one of them missing on a Hopper GPU) fails.
 using testing::device_is_hopper;
+bool hopper_only(const std::string& name) { return name == "cuda.fa3" || name == "cuda.fa4"; }
 #define REQUIRE_SUBJECT(subject)                                                                       \
   do {                                                                                                 \
     if (!(subject)) {                                                                                  \
-      if (std::string(under_test().name) == "cuda.fa3" && !device_is_hopper()) {                       \
-        GTEST_SKIP() << "cuda.fa3 needs a Hopper GPU (compute capability 9.x): wgmma and TMA";          \
+      if (hopper_only(under_test().name) && !device_is_hopper()) {                                     \
+        GTEST_SKIP() << under_test().name << " needs a Hopper GPU (compute capability 9.x): wgmma and TMA"; \
       }                                                                                                \
       FAIL() << under_test().name << " is not registered";                                            \
     }                                                                                                  \
