@@ -392,8 +392,9 @@ class CudaFa3 final : public CudaAttentionSubject {
 
 // cuda.fa4 (kernels/cuda/NOTES.md): cuda.fa3's forward pipeline (ws_overlap_pingpong) with FA4's softmax:
 // selective rescaling (tau, log2 units, default 8; the count of rescales per row and key tile after the first
-// is the counter `rescales`) and the cubic exp2 emulation on a share of the exponentials (exp2_fraction: 0,
-// 0.125, 0.25 or 0.5, the columns cpu.fa4.emulated emulates). CPU twins: cpu.fa4, cpu.fa4.emulated.
+// is the counter `rescales`), the cubic exp2 emulation on a share of the exponentials (exp2_fraction: 0, 0.125 or
+// 0.5, the columns cpu.fa4.emulated emulates) and a persistent longest-first scheduler (scheduler=persistent).
+// CPU twins: cpu.fa4, cpu.fa4.emulated.
 class CudaFa4 final : public CudaAttentionSubject {
  public:
   CudaFa4() {
@@ -426,11 +427,14 @@ class CudaFa4 final : public CudaAttentionSubject {
       if (!(v >= 0 && v <= 30)) throw SubjectError(info_.name + ": tau=" + value + ": a number in [0, 30] (log2 units)");
       tau_ = static_cast<float>(v);
     } else if (name == "exp2_fraction") {
-      const int eighths = value == "0" ? 0 : value == "0.125" ? 1 : value == "0.25" ? 2 : value == "0.5" ? 4 : -1;
-      if (eighths < 0) throw SubjectError(info_.name + ": exp2_fraction=" + value + ": one of 0, 0.125, 0.25, 0.5 (compiled variants)");
+      const int eighths = value == "0" ? 0 : value == "0.125" ? 1 : value == "0.5" ? 4 : -1;
+      if (eighths < 0) throw SubjectError(info_.name + ": exp2_fraction=" + value + ": one of 0, 0.125, 0.5 (compiled variants)");
       fa4_.emulated_eighths = eighths;
+    } else if (name == "scheduler") {
+      if (value != "grid" && value != "persistent") throw SubjectError(info_.name + ": scheduler=" + value + ": grid or persistent");
+      fa4_.persistent = value == "persistent";
     } else {
-      throw SubjectError(info_.name + ": no option " + name + " (tau, exp2_fraction)");
+      throw SubjectError(info_.name + ": no option " + name + " (tau, exp2_fraction, scheduler)");
     }
     refresh_options();
   }
@@ -470,10 +474,12 @@ class CudaFa4 final : public CudaAttentionSubject {
 
  private:
   void refresh_options() {
-    static const char* fractions[] = {"0", "0.125", "0.25", "", "0.5"};
     info_.options = {{"tau", std::to_string(tau_), "rescale only when the running max grows by at least this (log2 units); 0: always (FA2)"},
-                     {"exp2_fraction", fractions[fa4_.emulated_eighths],
-                      "share of the exponentials by the cubic exp2 emulation on the FMA pipes: 0, 0.125, 0.25 or 0.5"}};
+                     {"exp2_fraction", fa4_.emulated_eighths == 0 ? "0" : fa4_.emulated_eighths == 1 ? "0.125" : "0.5",
+                      "share of the exponentials by the cubic exp2 emulation on the FMA pipes: 0, 0.125 or 0.5"},
+                     {"scheduler", fa4_.persistent ? "persistent" : "grid",
+                      "grid: one CTA per 128-row query tile; persistent: one CTA per SM walking the tiles longest first, heads in "
+                      "L2-sized sections"}};
   }
 
   float tau_ = 8;

@@ -23,6 +23,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -342,33 +343,57 @@ __global__ void __launch_bounds__(128, 1) fa3_forward_one_group_kernel(const __g
 constexpr int kConsumers = 2, kConsumerThreads = 128 * kConsumers, kWsThreads = kConsumerThreads + 128;
 constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;  // 128 x 24 + 256 x 240 <= 65536
 constexpr int kTurnBarrier = 1;  // named barriers 1 and 2: consumer group g waits on kTurnBarrier + g
+constexpr int kCtaRows = kConsumers * kGroupRows;
 
-template <class T, int D, int Stages>
+// The work tiles a CTA walks. One CTA per tile (the grid of cta_tile()), or a persistent grid of one CTA per SM
+// walking tiles blockIdx.x, + gridDim.x, ... in longest-processing-time-first order (cuda.fa4's scheduler):
+// the (batch, head) pairs cut into sections of `section` whose K and V fit in L2 together, and within a
+// section the query tiles last first (under a causal mask, the longest), the section's heads innermost, so the
+// CTAs in flight share a few heads' K and V and the grid ends on the shortest tiles.
+struct WorkTiles {
+  int m_tiles = 0, heads = 0, pairs = 0, section = 1;
+
+  __device__ int count(bool persistent) const { return persistent ? m_tiles * pairs : 1; }
+  __device__ CtaTile at(int i, bool persistent) const {
+    if (!persistent) return cta_tile();
+    const int full = pairs / section, in_full = full * section * m_tiles;
+    const int sec = i < in_full ? i / (section * m_tiles) : full;
+    const int r = i < in_full ? i % (section * m_tiles) : i - in_full;
+    const int width = i < in_full ? section : pairs - full * section;
+    const int pair = sec * section + r % width;
+    return {m_tiles - 1 - r / width, pair % heads, pair / heads};
+  }
+};
+
+template <class T, int D, int Stages, bool Persistent>
 constexpr std::size_t ws_smem_bytes() {
-  return kConsumers * Tiles<T, D>::kQBytes + 2 * Stages * Tiles<T, D>::kTileBytes + 1024;
+  return (Persistent ? 2 : 1) * kConsumers * Tiles<T, D>::kQBytes + 2 * Stages * Tiles<T, D>::kTileBytes + 1024;
 }
 
-template <class T, int D, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule>
+template <class T, int D, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule, bool Persistent = false>
 __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
-                                                                       const __grid_constant__ CUtensorMap v_map, const ForwardParams p) {
+                                                                       const __grid_constant__ CUtensorMap v_map, const ForwardParams p,
+                                                                       const WorkTiles work) {
   static_assert(!PingPong || Overlap, "the turns cover the pair of products a step issues together");
   using Tl = Tiles<T, D>;
   constexpr unsigned kTileBytes = Tl::kTileBytes;
+  constexpr int kQBuffers = Persistent ? 2 : 1;  // (persistent: the next tile's Q loads while this one runs)
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* sQ = aligned_smem(smem_raw);  // group g's boxes at + g kQBytes
-  unsigned char* sK = sQ + kConsumers * Tl::kQBytes;
+  unsigned char* sQ = aligned_smem(smem_raw);  // buffer q, group g's boxes at + (q kConsumers + g) kQBytes
+  unsigned char* sK = sQ + kQBuffers * kConsumers * Tl::kQBytes;
   unsigned char* sV = sK + Stages * kTileBytes;
-  __shared__ alignas(8) std::uint64_t q_full, k_full[Stages], v_full[Stages], k_empty[Stages], v_empty[Stages];
+  __shared__ alignas(8) std::uint64_t q_full[kQBuffers], q_empty[kQBuffers], k_full[Stages], v_full[Stages], k_empty[Stages], v_empty[Stages];
 
   const AttentionShapeParams& s = p.shape;
-  const CtaTile cta = cta_tile();
-  const int h = cta.h, b = cta.b, hk = h / (s.heads_q / s.heads_kv);
-  const int cta_m0 = cta.m_tile * kConsumers * kGroupRows;
-  const int n_tiles = key_tiles(s, cta_m0, kConsumers * kGroupRows);  // both groups walk all of them (the
-  // lower group's extra causal tile is fully masked for it)
+  const int first = Persistent ? static_cast<int>(blockIdx.x) : 0, stride = Persistent ? static_cast<int>(gridDim.x) : 1;
+  const int tiles = work.count(Persistent);
+  const auto key_tiles_of = [&](const CtaTile& c) {
+    // (both groups walk all of them: the lower group's extra causal tile is fully masked for it)
+    return key_tiles(s, c.m_tile * kCtaRows, kCtaRows);
+  };
   constexpr unsigned kReleasers = 4 * kConsumers;  // one arrival per consumer warp
   if (threadIdx.x == 0) {
-    mbarrier_init(&q_full, 1);
+    for (int i = 0; i < kQBuffers; ++i) mbarrier_init(&q_full[i], 1), mbarrier_init(&q_empty[i], kReleasers);
     for (int i = 0; i < Stages; ++i) {
       mbarrier_init(&k_full[i], 1), mbarrier_init(&v_full[i], 1);
       mbarrier_init(&k_empty[i], kReleasers), mbarrier_init(&v_empty[i], kReleasers);
@@ -376,25 +401,35 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
     mbarrier_init_fence();
   }
   __syncthreads();
+  // The K/V ring's position runs on across work tiles: tile j of a work tile is ring entry kv + j.
+  const auto parity = [](int g) { return static_cast<unsigned>((g / Stages) & 1); };
 
   if (threadIdx.x >= kConsumerThreads) {  // the producer warpgroup
     setmaxnreg_dec<kProducerRegisters>();
     if (threadIdx.x == kConsumerThreads) {
-      mbarrier_arrive_expect_tx(&q_full, kConsumers * Tl::kQBytes);
-      for (int g = 0; g < kConsumers; ++g) {
-        for (int half = 0; half < Tl::kHalves; ++half) {
-          tma_load_4d(sQ + g * Tl::kQBytes + half * kQBox, &q_map, &q_full, 64 * half, cta_m0 + g * kGroupRows, h, b);
+      int kv = 0, local = 0;
+      for (int i = first; i < tiles; i += stride, ++local) {
+        const CtaTile c = work.at(i, Persistent);
+        const int hk = c.h / (s.heads_q / s.heads_kv), n_tiles = key_tiles_of(c);
+        const int qb = local % kQBuffers;
+        if (local >= kQBuffers) mbarrier_wait(&q_empty[qb], ((local / kQBuffers) - 1) & 1);
+        mbarrier_arrive_expect_tx(&q_full[qb], kConsumers * Tl::kQBytes);
+        for (int g = 0; g < kConsumers; ++g) {
+          for (int half = 0; half < Tl::kHalves; ++half) {
+            tma_load_4d(sQ + (qb * kConsumers + g) * Tl::kQBytes + half * kQBox, &q_map, &q_full[qb], 64 * half, c.m_tile * kCtaRows + g * kGroupRows, c.h, c.b);
+          }
         }
-      }
-      for (int j = 0; j < n_tiles; ++j) {
-        const int stage = j % Stages;
-        const unsigned reuse_parity = ((j / Stages) - 1) & 1;  // the release of tile j - Stages
-        if (j >= Stages) mbarrier_wait(&k_empty[stage], reuse_parity);
-        mbarrier_arrive_expect_tx(&k_full[stage], kTileBytes);
-        for (int half = 0; half < Tl::kHalves; ++half) tma_load_4d(sK + stage * kTileBytes + half * kKVBox, &k_map, &k_full[stage], 64 * half, j * kBlockN, hk, b);
-        if (j >= Stages) mbarrier_wait(&v_empty[stage], reuse_parity);
-        mbarrier_arrive_expect_tx(&v_full[stage], kTileBytes);
-        for (int half = 0; half < Tl::kHalves; ++half) tma_load_4d(sV + stage * kTileBytes + half * kKVBox, &v_map, &v_full[stage], 64 * half, j * kBlockN, hk, b);
+        for (int j = 0; j < n_tiles; ++j) {
+          const int e = kv + j, stage = e % Stages;
+          const unsigned reuse_parity = ((e / Stages) - 1) & 1;  // the release of ring entry e - Stages
+          if (e >= Stages) mbarrier_wait(&k_empty[stage], reuse_parity);
+          mbarrier_arrive_expect_tx(&k_full[stage], kTileBytes);
+          for (int half = 0; half < Tl::kHalves; ++half) tma_load_4d(sK + stage * kTileBytes + half * kKVBox, &k_map, &k_full[stage], 64 * half, j * kBlockN, hk, c.b);
+          if (e >= Stages) mbarrier_wait(&v_empty[stage], reuse_parity);
+          mbarrier_arrive_expect_tx(&v_full[stage], kTileBytes);
+          for (int half = 0; half < Tl::kHalves; ++half) tma_load_4d(sV + stage * kTileBytes + half * kKVBox, &v_map, &v_full[stage], 64 * half, j * kBlockN, hk, c.b);
+        }
+        kv += n_tiles;
       }
     }
     return;
@@ -403,90 +438,100 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
   setmaxnreg_inc<kConsumerRegisters>();
   const int group = threadIdx.x / 128;
   const bool releaser = threadIdx.x % 32 == 0;
-  const GroupThread th(cta_m0 + group * kGroupRows, threadIdx.x % 128);
-  const unsigned char* sQg = sQ + group * Tl::kQBytes;
   const float scale2 = s.scale * kLog2e;
-  float o[D / 8][4];
+  const auto k_tile = [&](int e) { return sK + (e % Stages) * kTileBytes; };
+  const auto v_tile = [&](int e) { return sV + (e % Stages) * kTileBytes; };
+  // Turns (PingPong): group g issues its products after a sync on its own barrier and arrives on the other's
+  // after. Group 1 arrives once first (group 0 goes first) and after every turn; group 0 syncs once more at
+  // the end, so every arrival is matched whatever the number of turns.
+  const int my_turn = kTurnBarrier + group, other_turn = kTurnBarrier + (1 - group);
+  if (PingPong && group == 1) named_barrier_arrive(other_turn, kConsumerThreads);
+  int rescales = 0, kv = 0, local = 0;
+  for (int i = first; i < tiles; i += stride, ++local) {
+    const CtaTile c = work.at(i, Persistent);
+    const int n_tiles = key_tiles_of(c), qb = local % kQBuffers;
+    const GroupThread th(c.m_tile * kCtaRows + group * kGroupRows, threadIdx.x % 128);
+    const unsigned char* sQg = sQ + (qb * kConsumers + group) * Tl::kQBytes;
+    float o[D / 8][4];
 #pragma unroll
-  for (auto& x : o) x[0] = x[1] = x[2] = x[3] = 0.f;
-  RowStats st;
-  st.tau = p.rescale_threshold;
-  mbarrier_wait(&q_full, 0);
-  const auto k_tile = [&](int j) { return sK + (j % Stages) * kTileBytes; };
-  const auto v_tile = [&](int j) { return sV + (j % Stages) * kTileBytes; };
-  const auto parity = [](int j) { return static_cast<unsigned>((j / Stages) & 1); };
+    for (auto& x : o) x[0] = x[1] = x[2] = x[3] = 0.f;
+    RowStats st;
+    st.tau = p.rescale_threshold;
+    mbarrier_wait(&q_full[qb], (local / kQBuffers) & 1);
 
-  if constexpr (!Overlap) {
-    for (int j = 0; j < n_tiles; ++j) {
-      mbarrier_wait(&k_full[j % Stages], parity(j));
-      float sc[16][4];
-      issue_qk<T, D>(sc, sQg, k_tile(j));
-      wgmma_wait<0>();
-      if (releaser) mbarrier_arrive(&k_empty[j % Stages]);
-      float alpha[2];
-      softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2);
-      rescale(o, alpha);
+    if constexpr (!Overlap) {
+      for (int j = 0; j < n_tiles; ++j) {
+        const int e = kv + j;
+        mbarrier_wait(&k_full[e % Stages], parity(e));
+        float sc[16][4];
+        issue_qk<T, D>(sc, sQg, k_tile(e));
+        wgmma_wait<0>();
+        if (releaser) mbarrier_arrive(&k_empty[e % Stages]);
+        float alpha[2];
+        softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2);
+        rescale(o, alpha);
+        std::uint32_t pa[8][4];
+        p_fragments<T>(pa, sc);
+        mbarrier_wait(&v_full[e % Stages], parity(e));
+        issue_pv<T, D>(o, pa, v_tile(e));
+        wgmma_wait<0>();
+        if (releaser) mbarrier_arrive(&v_empty[e % Stages]);
+      }
+    } else {
+      // Step j issues S_{j+1} = Q K_{j+1}^T and O += P_j V_j together, then computes P_{j+1} while O's product
+      // runs; once that is complete, O is rescaled by alpha_{j+1} and P_{j+1} packed into pa. Across steps only O
+      // and pa live (as in FA3); S lives within a step. The last tile is a step of its own, with no next product
+      // (a product issued under a condition makes ptxas serialise every wgmma: C7514).
       std::uint32_t pa[8][4];
-      p_fragments<T>(pa, sc);
-      mbarrier_wait(&v_full[j % Stages], parity(j));
-      issue_pv<T, D>(o, pa, v_tile(j));
-      wgmma_wait<0>();
-      if (releaser) mbarrier_arrive(&v_empty[j % Stages]);
+      if (n_tiles > 0) {
+        float sc[16][4];
+        mbarrier_wait(&k_full[kv % Stages], parity(kv));
+        issue_qk<T, D>(sc, sQg, k_tile(kv));
+        wgmma_wait<0>();
+        if (releaser) mbarrier_arrive(&k_empty[kv % Stages]);
+        float alpha[2];
+        softmax_tile<Rule>(sc, st, alpha, 0, th, s, scale2);  // (O is still 0: alpha is not needed)
+        p_fragments<T>(pa, sc);
+      }
+      for (int j = 0; j + 1 < n_tiles; ++j) {
+        const int e = kv + j;
+        if (PingPong) named_barrier_sync(my_turn, kConsumerThreads);
+        float sc[16][4];
+        mbarrier_wait(&k_full[(e + 1) % Stages], parity(e + 1));
+        issue_qk<T, D>(sc, sQg, k_tile(e + 1));
+        mbarrier_wait(&v_full[e % Stages], parity(e));
+        issue_pv<T, D>(o, pa, v_tile(e));
+        if (PingPong) named_barrier_arrive(other_turn, kConsumerThreads);
+        wgmma_wait<1>();  // S_{j+1} (committed first) is complete; O's product may still run
+        if (releaser) mbarrier_arrive(&k_empty[(e + 1) % Stages]);
+        float alpha[2];
+        softmax_tile<Rule>(sc, st, alpha, j + 1, th, s, scale2);
+        wgmma_wait<0>();
+        if (releaser) mbarrier_arrive(&v_empty[e % Stages]);
+        rescale(o, alpha);
+        p_fragments<T>(pa, sc);
+      }
+      if (n_tiles > 0) {
+        const int e = kv + n_tiles - 1;
+        if (PingPong) named_barrier_sync(my_turn, kConsumerThreads);
+        mbarrier_wait(&v_full[e % Stages], parity(e));
+        issue_pv<T, D>(o, pa, v_tile(e));
+        if (PingPong) named_barrier_arrive(other_turn, kConsumerThreads);
+        wgmma_wait<0>();
+        if (releaser) mbarrier_arrive(&v_empty[e % Stages]);
+      }
     }
-  } else {
-    // Step j issues S_{j+1} = Q K_{j+1}^T and O += P_j V_j together, then computes P_{j+1} while O's product
-    // runs; once that is complete, O is rescaled by alpha_{j+1} and P_{j+1} packed into pa. Across steps only O
-    // and pa live (as in FA3); S lives within a step. The last tile is a step of its own, with no next product
-    // (a product issued under a condition makes ptxas serialise every wgmma: C7514).
-    std::uint32_t pa[8][4];
-    if (n_tiles > 0) {
-      float sc[16][4];
-      mbarrier_wait(&k_full[0], 0);
-      issue_qk<T, D>(sc, sQg, k_tile(0));
-      wgmma_wait<0>();
-      if (releaser) mbarrier_arrive(&k_empty[0]);
-      float alpha[2];
-      softmax_tile<Rule>(sc, st, alpha, 0, th, s, scale2);  // (O is still 0: alpha is not needed)
-      p_fragments<T>(pa, sc);
-    }
-    const int my_turn = kTurnBarrier + group, other_turn = kTurnBarrier + (1 - group);
-    if (PingPong && group == 1 && n_tiles > 0) named_barrier_arrive(other_turn, kConsumerThreads);  // group 0 goes first
-    for (int j = 0; j + 1 < n_tiles; ++j) {
-      if (PingPong) named_barrier_sync(my_turn, kConsumerThreads);
-      float sc[16][4];
-      mbarrier_wait(&k_full[(j + 1) % Stages], parity(j + 1));
-      issue_qk<T, D>(sc, sQg, k_tile(j + 1));
-      mbarrier_wait(&v_full[j % Stages], parity(j));
-      issue_pv<T, D>(o, pa, v_tile(j));
-      if (PingPong) named_barrier_arrive(other_turn, kConsumerThreads);  // (group 0 has its last turn left)
-      wgmma_wait<1>();  // S_{j+1} (committed first) is complete; O's product may still run
-      if (releaser) mbarrier_arrive(&k_empty[(j + 1) % Stages]);
-      float alpha[2];
-      softmax_tile<Rule>(sc, st, alpha, j + 1, th, s, scale2);
-      wgmma_wait<0>();
-      if (releaser) mbarrier_arrive(&v_empty[j % Stages]);
-      rescale(o, alpha);
-      p_fragments<T>(pa, sc);
-    }
-    if (n_tiles > 0) {
-      const int j = n_tiles - 1;
-      if (PingPong) named_barrier_sync(my_turn, kConsumerThreads);
-      mbarrier_wait(&v_full[j % Stages], parity(j));
-      issue_pv<T, D>(o, pa, v_tile(j));
-      if (PingPong && group == 0) named_barrier_arrive(other_turn, kConsumerThreads);  // (group 1's last turn is the last)
-      wgmma_wait<0>();
-      if (releaser) mbarrier_arrive(&v_empty[j % Stages]);
-    }
+    if (releaser) mbarrier_arrive(&q_empty[qb]);  // (every product on this Q is complete)
+    store_rows<T, D>(o, st, th, p, c.h, c.b);
+    rescales += st.rescales;
+    kv += n_tiles;
   }
-  store_rows<T, D>(o, st, th, p, h, b);
+  if (PingPong && group == 0) named_barrier_sync(my_turn, kConsumerThreads);  // (group 1's last arrival)
   if constexpr (Rule::kSelective) {
     // (an integer sum: the same total in any order)
-    int warp_rescales = st.rescales;
 #pragma unroll
-    for (int lane_mask = 16; lane_mask > 0; lane_mask /= 2) warp_rescales += __shfl_xor_sync(0xffffffffu, warp_rescales, lane_mask);
-    if (p.rescale_count != nullptr && threadIdx.x % 32 == 0 && warp_rescales > 0) {
-      atomicAdd(p.rescale_count, static_cast<unsigned long long>(warp_rescales));
-    }
+    for (int lane_mask = 16; lane_mask > 0; lane_mask /= 2) rescales += __shfl_xor_sync(0xffffffffu, rescales, lane_mask);
+    if (p.rescale_count != nullptr && threadIdx.x % 32 == 0 && rescales > 0) atomicAdd(p.rescale_count, static_cast<unsigned long long>(rescales));
   }
 }
 
@@ -533,22 +578,42 @@ void launch_one_group(const Maps& m, const ForwardParams& p, cudaStream_t stream
   kernel<<<grid_of(p.shape, kGroupRows), 128, bytes, stream>>>(m.q, m.k, m.v, p);
 }
 
-template <class T, int D, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule>
+template <class T, int D, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule, bool Persistent = false>
 void launch_ws(const Maps& m, const ForwardParams& p, cudaStream_t stream, const char* name) {
-  constexpr std::size_t bytes = ws_smem_bytes<T, D, Stages>();
-  auto* kernel = fa3_forward_ws_kernel<T, D, Stages, Overlap, PingPong, Rule>;
+  constexpr std::size_t bytes = ws_smem_bytes<T, D, Stages, Persistent>();
+  auto* kernel = fa3_forward_ws_kernel<T, D, Stages, Overlap, PingPong, Rule, Persistent>;
   allow_smem(kernel, static_cast<int>(bytes), name);
-  kernel<<<grid_of(p.shape, kConsumers * kGroupRows), kWsThreads, bytes, stream>>>(m.q, m.k, m.v, p);
+  const AttentionShapeParams& s = p.shape;
+  const dim3 grid = grid_of(s, kCtaRows);
+  if constexpr (!Persistent) {
+    kernel<<<grid, kWsThreads, bytes, stream>>>(m.q, m.k, m.v, p, WorkTiles{});
+  } else {
+    int device = 0, sms = 0, l2_bytes = 0;
+    check_launch_result(cudaGetDevice(&device), name);
+    check_launch_result(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), name);
+    check_launch_result(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device), name);
+    WorkTiles work;
+    work.m_tiles = static_cast<int>(grid.x), work.heads = s.heads_q, work.pairs = s.heads_q * s.batch;
+    // A section: as many (batch, head) pairs as have K and V in half the L2 (a query head's share of its kv
+    // head's K and V), a power of two.
+    const double pair_bytes = 2.0 * s.seq_k * D * sizeof(T) / (s.heads_q / s.heads_kv);
+    while (work.section * 2 <= work.pairs && 2 * work.section * pair_bytes <= l2_bytes / 2.0) work.section *= 2;
+    const int tiles = work.m_tiles * work.pairs;
+    kernel<<<std::min(tiles, sms), kWsThreads, bytes, stream>>>(m.q, m.k, m.v, p, work);
+  }
 }
 
 template <class T, int D>
 void launch_fa4(const Fa4Options& options, const Maps& m, const ForwardParams& p, cudaStream_t stream, const char* name) {
-  switch (options.emulated_eighths) {
-    case 0: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 0>>(m, p, stream, name);
-    case 1: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 1>>(m, p, stream, name);
-    case 2: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 2>>(m, p, stream, name);
-    case 4: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 4>>(m, p, stream, name);
-    default: throw std::runtime_error("cuda.fa4: exp2 emulation on " + std::to_string(options.emulated_eighths) + " eighths: compiled for 0, 1, 2, 4");
+  const int variant = options.emulated_eighths * 2 + (options.persistent ? 1 : 0);
+  switch (variant) {
+    case 0: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 0>, false>(m, p, stream, name);
+    case 1: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 0>, true>(m, p, stream, name);
+    case 2: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 1>, false>(m, p, stream, name);
+    case 3: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 1>, true>(m, p, stream, name);
+    case 8: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 4>, false>(m, p, stream, name);
+    case 9: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 4>, true>(m, p, stream, name);
+    default: throw std::runtime_error("cuda.fa4: exp2 emulation on " + std::to_string(options.emulated_eighths) + " eighths: compiled for 0, 1, 4");
   }
 }
 

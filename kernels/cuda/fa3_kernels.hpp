@@ -28,10 +28,12 @@ void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stre
 
 // cuda.fa4's forward: ws_overlap_pingpong with FA4's softmax (fa3_kernels.cu, SoftmaxRule): the running max
 // raised only when a tile's max exceeds it by p.rescale_threshold or more (log2 units; the count added to
-// *p.rescale_count when set), and emulated_eighths / 8 of the exponentials (0, 1, 2 or 4) by the cubic exp2
-// emulation on the FMA pipes.
+// *p.rescale_count when set), and emulated_eighths / 8 of the exponentials (0, 1 or 4) by the cubic exp2
+// emulation on the FMA pipes; persistent: one CTA per SM walking the work tiles longest first (WorkTiles)
+// instead of one CTA per tile.
 struct Fa4Options {
   int emulated_eighths = 0;
+  bool persistent = false;
 };
 void fa4_forward(const ForwardParams& p, const Fa4Options& options, cudaStream_t stream);
 

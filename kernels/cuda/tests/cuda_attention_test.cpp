@@ -75,6 +75,7 @@ const GpuSubject kGpuSubjects[] = {
     // (Hopper only, fwd only; FA4's softmax against the CPU twins with the same rules)
     {"fa4", "cuda.fa4", {}, cpu::make_cpu_fa4, {Op::fwd}, 0},
     {"fa4_emulated", "cuda.fa4", {{"exp2_fraction", "0.5"}}, cpu::make_cpu_fa4_emulated, {Op::fwd}, 0},
+    {"fa4_persistent", "cuda.fa4", {{"scheduler", "persistent"}}, cpu::make_cpu_fa4, {Op::fwd}, 0, 4},
 };
 
 std::unique_ptr<Subject> cuda_subject(const GpuSubject& g) {

@@ -1,6 +1,8 @@
 // cuda.fa4 against the rules it shares: at tau = 0 without emulation its softmax is FA2's (raise the max whenever
 // it grows), so it must give cuda.fa3's O and L bit for bit; its rescale counter must count what cpu.fa4 counts
-// on the same inputs (both raise a row's max when a tile's max exceeds it by tau or more). The harness, the CPU
+// on the same inputs (both raise a row's max when a tile's max exceeds it by tau or more); its persistent scheduler
+// changes which CTA computes a tile and when, not what: the grid's bits, over shapes with several work tiles per
+// CTA (more tiles than SMs), sections of heads, tails and masks. The harness, the CPU
 // twins and the small-shape sweep run it through the CudaAttention suite (kGpuSubjects).
 #include <gtest/gtest.h>
 
@@ -74,6 +76,44 @@ TEST(Fa4, AtTauZeroWithoutEmulationGivesFa3sBits) {
     }
   }
   std::cout << compared << " cases: cuda.fa4 at tau = 0 gives cuda.fa3's bits\n";
+}
+
+TEST(Fa4, PersistentSchedulerGivesTheGridsBits) {
+  REQUIRE_HOPPER();
+  auto grid = registered("cuda.fa4"), persistent = registered("cuda.fa4");
+  ASSERT_TRUE(grid && persistent) << "cuda.fa4 is registered on Hopper";
+  persistent->set_option("scheduler", "persistent");
+  int compared = 0;
+  for (const char* policy : {"bf16", "fp16"}) {
+    for (int d : {64, 128}) {
+      // (B = 3, Hq = 8: 24 (batch, head) pairs; 2000 rows: 16 query tiles, 384 work tiles for about 132 CTAs)
+      for (int nq : {1, 300, 2000}) {
+        for (int nk : {129, 2000}) {
+          for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
+            gradcheck::Case c;
+            c.shape = {3, 8, 2, nq, nk, d, d};
+            c.mask = m, c.scale = 1 / std::sqrt(static_cast<double>(d));
+            c.policy = PrecisionPolicy::parse(policy);
+            c.seed = static_cast<std::uint64_t>(d * 1000000 + nq * 1000 + nk);
+            const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+            const gradcheck::Outputs want = gradcheck::Caller(*grid, c).fwd(in.q, in.k, in.v);
+            const double want_rescales = rescales_of(*grid);
+            const gradcheck::Outputs got = gradcheck::Caller(*persistent, c).fwd(in.q, in.k, in.v);
+            for (const char* t : {"O", "L"}) {
+              const auto g = got.at(t).values(), w = want.at(t).values();
+              std::size_t differing = 0;
+              for (std::size_t i = 0; i < g.size(); ++i) differing += !(g[i] == w[i]);
+              EXPECT_EQ(differing, 0u) << t << " differs from the grid scheduler's in " << differing << " of " << g.size() << " entries for "
+                                       << c.to_string();
+            }
+            EXPECT_EQ(rescales_of(*persistent), want_rescales) << c.to_string();
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  std::cout << compared << " cases: the persistent scheduler gives the grid's bits and rescale counts\n";
 }
 
 TEST(Fa4, CountsTheRescalesCpuFa4Counts) {
