@@ -56,6 +56,8 @@ struct ForwardParams {
   // key tile after the first; nullptr: not counted).
   float rescale_threshold = 0;
   unsigned long long* rescale_count = nullptr;
+  // cuda.fa4's persistent scheduler: the count of work tiles claimed past the first wave (zero before the launch).
+  int* work_counter = nullptr;
 };
 
 // The dK/dV pass's work split (fa2): each warp owns 16 keys across all of d (fa2_backward.cuh), or

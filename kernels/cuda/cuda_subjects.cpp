@@ -409,7 +409,7 @@ class CudaFa4 final : public CudaAttentionSubject {
     refresh_options();
   }
   ~CudaFa4() override {
-    if (rescale_count_ != nullptr) cudaFree(rescale_count_);
+    if (counters_ != nullptr) cudaFree(counters_);
   }
   CudaFa4(const CudaFa4&) = delete;
   CudaFa4& operator=(const CudaFa4&) = delete;
@@ -452,9 +452,9 @@ class CudaFa4 final : public CudaAttentionSubject {
   }
 
   std::vector<Counter> counters() const override {
-    if (rescale_count_ == nullptr) return {};
+    if (counters_ == nullptr) return {};
     unsigned long long rescales = 0;
-    if (cudaMemcpy(&rescales, rescale_count_, sizeof rescales, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    if (cudaMemcpy(&rescales, counters_, sizeof rescales, cudaMemcpyDeviceToHost) != cudaSuccess) {
       cudaGetLastError();
       return {};
     }
@@ -462,13 +462,15 @@ class CudaFa4 final : public CudaAttentionSubject {
   }
 
  protected:
+  // One device allocation holds the rescale count and the persistent scheduler's work counter; both start at 0.
   void forward(const ForwardParams& p, cudaStream_t stream) override {
-    if (rescale_count_ == nullptr) check_cuda(cudaMalloc(&rescale_count_, sizeof(unsigned long long)), info_.name, "allocating the rescale counter");
-    check_cuda(cudaMemsetAsync(rescale_count_, 0, sizeof(unsigned long long), stream), info_.name, "clearing the rescale counter");
-    ForwardParams with_counter = p;
-    with_counter.rescale_threshold = tau_;
-    with_counter.rescale_count = rescale_count_;
-    fa4_forward(with_counter, fa4_, stream);
+    if (counters_ == nullptr) check_cuda(cudaMalloc(&counters_, kCountersBytes), info_.name, "allocating the rescale and work counters");
+    check_cuda(cudaMemsetAsync(counters_, 0, kCountersBytes, stream), info_.name, "clearing the rescale and work counters");
+    ForwardParams with_counters = p;
+    with_counters.rescale_threshold = tau_;
+    with_counters.rescale_count = static_cast<unsigned long long*>(counters_);
+    with_counters.work_counter = reinterpret_cast<int*>(static_cast<unsigned char*>(counters_) + sizeof(unsigned long long));
+    fa4_forward(with_counters, fa4_, stream);
   }
   void backward(const BackwardParams&, cudaStream_t) override { throw std::runtime_error("cuda.fa4 has no backward yet (plan step 5)"); }
 
@@ -484,7 +486,8 @@ class CudaFa4 final : public CudaAttentionSubject {
 
   float tau_ = 8;
   Fa4Options fa4_;
-  unsigned long long* rescale_count_ = nullptr;
+  static constexpr std::size_t kCountersBytes = sizeof(unsigned long long) + sizeof(int);
+  void* counters_ = nullptr;
 };
 
 // Hopper (compute capability 9.x) for the wgmma and TMA kernels.
