@@ -216,6 +216,26 @@ TEST(CpuBackends, Fa4RescalesLessAsTheThresholdRises) {
   EXPECT_EQ(previous, 0) << "with 2^30 headroom no rescale beyond each row's first tile";
 }
 
+// The emulated exponentials are the columns j with (j / 8) % 8 < round(8 f): per 128-key tile, the n8 blocks that
+// cuda.fa4 emulates warp-uniformly (fa3_kernels.cu, SoftmaxRule). With 1024 keys (a multiple of 64) that is exactly
+// the fraction f of the exponentials, for each fraction the GPU compiles.
+TEST(CpuBackends, Fa4EmulatesTheFractionOfColumnsTheGpuEmulates) {
+  const Shapes sh{{1, 1, 1, 16, 1024, 32, 32}, Mask::none};
+  for (const char* fraction : {"0.125", "0.5"}) {
+    auto s = cpu::make_cpu_fa4();  // (cpu.fa4.emulated's code with its fraction; fp64 views, which it alone refuses)
+    s->set_option("exp2_fraction", fraction);
+    Problem p(sh.shape, sh.mask, 5);
+    p.run(*s, Op::fwd);
+    double emulated = -1, total = -1;
+    for (const Counter& c : s->counters()) {
+      if (c.name == "exp2_emulated") emulated = c.value;
+      if (c.name == "exp2_total") total = c.value;
+    }
+    ASSERT_EQ(total, 16.0 * 1024) << "one exponential per (row, key)";
+    EXPECT_EQ(emulated, std::stod(fraction) * total) << "exp2_fraction " << fraction;
+  }
+}
+
 // The cubic 2^x: max relative error 7.49e-5 over the normal range (checked on a fine grid; the
 // claim in flash_attention.cpp), and exact powers of two at integers.
 TEST(CpuBackends, Exp2EmulationErrorIsAsDocumented) {
