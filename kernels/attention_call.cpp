@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 namespace fc::kernels {
 
@@ -76,6 +77,15 @@ void validate_tensor(const SubjectInfo& info, const std::string& what, const Ten
   if (t.format != format) {
     fail(info, what + " is " + std::string(fc::name(t.format)) + ", the policy says " + std::string(fc::name(format)));
   }
+}
+
+void validate_rescale_threshold(const SubjectInfo& info, double tau, const PrecisionPolicy& policy) {
+  const FormatInfo p_format = format_info(policy.format(Role::v));
+  if (std::exp2(tau) <= p_format.max_finite()) return;
+  std::ostringstream m;
+  m << info.name << ": tau=" << tau << " lets P reach 2^tau, above " << p_format.name << "'s largest finite value; use tau <= "
+    << std::floor(std::log2(p_format.max_finite())) << " with " << p_format.name << " storage";
+  throw SubjectError(m.str());
 }
 
 void validate_policy(const SubjectInfo& info, const PrecisionPolicy& p) {

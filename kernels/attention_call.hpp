@@ -173,6 +173,10 @@ void validate_call(const SubjectInfo& info, Op op, const AttentionCall& call);
 // rounding), and the problem (op, shape, mask, scale).
 void validate_policy(const SubjectInfo& info, const PrecisionPolicy& policy);
 void validate_problem(const SubjectInfo& info, Op op, const AttentionShape& shape, Mask mask, double scale);
+// FA4's selective rescaling (cpu.fa4, cuda.fa4): without a rescale the unnormalised P runs up to 2^tau and
+// enters P V in V's storage format, so a tau whose 2^tau is past that format's largest finite value (fp16:
+// 65504 < 2^16) would make P Inf. SubjectError naming tau and the largest tau the format allows.
+void validate_rescale_threshold(const SubjectInfo& info, double tau, const PrecisionPolicy& policy);
 // One tensor of a call: present, of this logical shape and format; SubjectError "<subject>: <what> ..."
 // otherwise.
 void validate_tensor(const SubjectInfo& info, const std::string& what, const TensorView& t, std::array<std::int64_t, 4> shape,

@@ -283,15 +283,7 @@ class FlashSubject final : public Subject {
   }
 
   void run(Op op, const AttentionCall& c) override {
-    // Without a rescale the unnormalised P runs up to 2^tau and is stored in V's format before P V:
-    // past that format's largest finite value (fp16: 65504 < 2^16) it would become Inf.
-    const FormatInfo p_format = format_info(c.policy.format(Role::v));
-    if (std::exp2(o_.rescale_threshold) > p_format.max_finite()) {
-      std::ostringstream m;
-      m << info_.name << ": tau=" << o_.rescale_threshold << " lets P reach 2^tau, above " << p_format.name << "'s largest finite value; use tau <= "
-        << std::floor(std::log2(p_format.max_finite())) << " with " << p_format.name << " storage";
-      throw SubjectError(m.str());
-    }
+    validate_rescale_threshold(info_, o_.rescale_threshold, c.policy);
     validate_call(info_, op, c);
     for (auto [t, what] : {std::pair{&c.q, "Q"}, std::pair{&c.k, "K"}, std::pair{&c.v, "V"}}) require_finite(*t, info_.name, what);
     if (o_.fp8_scaled) {

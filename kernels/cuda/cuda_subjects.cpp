@@ -22,7 +22,6 @@
 #include "kernels/cuda/hog_kernels.hpp"
 #include "kernels/cuda/shape_params.hpp"
 #include "kernels/tensor_io.hpp"
-#include "precision/format.hpp"
 
 namespace fc::kernels::cuda {
 
@@ -440,14 +439,7 @@ class CudaFa4 final : public CudaAttentionSubject {
   }
 
   void run(Op op, const AttentionCall& c) override {
-    // Without a rescale P runs up to 2^tau and enters P V in V's format: past its largest finite value (fp16:
-    // 65504 < 2^16) it would become Inf (cpu.fa4's rule).
-    const FormatInfo p_format = format_info(c.policy.format(Role::v));
-    if (std::exp2(static_cast<double>(tau_)) > p_format.max_finite()) {
-      const std::string format(p_format.name);
-      throw SubjectError(info_.name + ": tau=" + std::to_string(tau_) + " lets P reach 2^tau, above " + format + "'s largest finite value; use tau <= " +
-                         std::to_string(static_cast<int>(std::floor(std::log2(p_format.max_finite())))) + " with " + format + " storage");
-    }
+    validate_rescale_threshold(info_, tau_, c.policy);
     CudaAttentionSubject::run(op, c);
   }
 
@@ -490,17 +482,20 @@ class CudaFa4 final : public CudaAttentionSubject {
   void* counters_ = nullptr;
 };
 
-// Hopper (compute capability 9.x) for the wgmma and TMA kernels.
-bool device_is_hopper() {
-  int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return major == 9;
-}
-
 }  // namespace
+
+std::string hopper_unavailable_reason() {
+  if (std::string why = device_unavailable_reason(); !why.empty()) return why;
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    cudaGetLastError();
+    return "the device's compute capability could not be read";
+  }
+  if (major == 9) return "";
+  return "the device has compute capability " + std::to_string(major) + "." + std::to_string(minor) +
+         ": the wgmma and TMA kernels (sm_90a) run on Hopper (9.x) only";
+}
 
 // cuda.hog and cuda.hog.2pass: Flash Hog's double backward (3 or 2 query-tiled passes and a key-tiled
 // one); the forward and backward are cuda.fa2's.
@@ -544,7 +539,7 @@ std::vector<std::unique_ptr<Subject>> make_cuda_subjects() {
   subjects.push_back(std::make_unique<CudaHog>(false));
   subjects.push_back(std::make_unique<CudaHog>(true));
   subjects.push_back(make_cuda_attnres());
-  if (device_is_hopper()) {
+  if (hopper_unavailable_reason().empty()) {
     subjects.push_back(std::make_unique<CudaFa3>());
     subjects.push_back(std::make_unique<CudaFa4>());
   }

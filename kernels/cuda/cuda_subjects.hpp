@@ -5,6 +5,7 @@
 //   cuda.fa2.fast  the same with FA2's fast bwd (dQ by atomics)
 //   cuda.hog, cuda.hog.2pass  Flash Hog's double backward (hog_kernels.cuh); fwd, bwd: cuda.fa2's
 //   cuda.attnres  Attention Residuals, phase 1 and 2, fwd and bwd (attnres_kernels.cuh, attnres_subject.cpp)
+//   cuda.fa3, cuda.fa4  FlashAttention-3's forward and its FA4-style variant on Hopper only (fa3_kernels.cu)
 #pragma once
 
 #include <memory>
@@ -19,6 +20,8 @@ namespace fc::kernels::cuda {
 std::vector<std::unique_ptr<Subject>> make_cuda_subjects();
 std::unique_ptr<Subject> make_cuda_attnres();  // (one of them)
 std::string device_unavailable_reason();
+// Empty on a Hopper GPU (compute capability 9.x), where cuda.fa3 and cuda.fa4 are registered; else why not.
+std::string hopper_unavailable_reason();
 // "cuda: <the current device's name>".
 std::string device_name();
 

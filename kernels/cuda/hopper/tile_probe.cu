@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(128) tile_pv_kernel(const std::uint16_t* a, co
   const std::uint64_t dv = wgmma_descriptor_sw128_mn(v, kVBox);
   wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < 8; ++k) wgmma_m64n128k16_bf16_rs_tn(d, frag[k], wgmma_descriptor_advance_mn(dv, k), k > 0);
+  for (int k = 0; k < 8; ++k) wgmma_m64n128k16_rs_tn<false>(d, frag[k], wgmma_descriptor_advance_mn(dv, k), k > 0);
   wgmma_commit();
   wgmma_wait<0>();
 #pragma unroll

@@ -189,12 +189,4 @@ __device__ inline void wgmma_m64n128k16_ss(float (&d)[64], std::uint64_t a, std:
 }
 #undef FC_WGMMA_SS_128
 
-// (the probe's names, bf16)
-__device__ inline void wgmma_m64n128k16_bf16_rs_tn(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t b, int accumulate) {
-  wgmma_m64n128k16_rs_tn<false>(d, a, b, accumulate);
-}
-__device__ inline void wgmma_m64n128k16_bf16_ss(float (&d)[64], std::uint64_t a, std::uint64_t b, int accumulate) {
-  wgmma_m64n128k16_ss<false>(d, a, b, accumulate);
-}
-
 }  // namespace fc::kernels::cuda::hopper

@@ -9,8 +9,6 @@
 //   - bad input refused with a clear error.
 #include <gtest/gtest.h>
 
-#include <cuda_runtime.h>
-
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -79,26 +77,24 @@ const GpuSubject kGpuSubjects[] = {
 };
 
 std::unique_ptr<Subject> cuda_subject(const GpuSubject& g) {
-  for (auto& s : make_cuda_subjects()) {
-    if (s->info().name != g.name) continue;
+  auto s = testing::registered_subject(g.name);
+  if (s) {
     for (const auto& [option, value] : g.options) s->set_option(option, value);
-    return std::move(s);
   }
-  return nullptr;
+  return s;
 }
 
 // cuda.fa3 and cuda.fa4 are registered on Hopper only (wgmma, TMA): there, and only for them, a missing subject
 // skips with the reason; any other missing subject (or one of them missing on a Hopper GPU) fails.
-using testing::device_is_hopper;
 bool hopper_only(const std::string& name) { return name == "cuda.fa3" || name == "cuda.fa4"; }
-#define REQUIRE_SUBJECT(subject)                                                                       \
-  do {                                                                                                 \
-    if (!(subject)) {                                                                                  \
-      if (hopper_only(under_test().name) && !device_is_hopper()) {                                     \
-        GTEST_SKIP() << under_test().name << " needs a Hopper GPU (compute capability 9.x): wgmma and TMA"; \
-      }                                                                                                \
-      FAIL() << under_test().name << " is not registered";                                            \
-    }                                                                                                  \
+#define REQUIRE_SUBJECT(subject)                                                                                   \
+  do {                                                                                                             \
+    if (!(subject)) {                                                                                              \
+      if (const std::string why = hopper_unavailable_reason(); hopper_only(under_test().name) && !why.empty()) { \
+        GTEST_SKIP() << under_test().name << ": " << why;                                                         \
+      }                                                                                                            \
+      FAIL() << under_test().name << " is not registered";                                                        \
+    }                                                                                                              \
   } while (0)
 
 class CudaAttention : public ::testing::TestWithParam<int> {

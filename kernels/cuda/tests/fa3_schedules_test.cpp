@@ -6,7 +6,6 @@
 // fp16, head dims 64 and 128.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <iostream>
@@ -23,29 +22,13 @@ namespace fc::kernels::cuda {
 namespace {
 
 std::unique_ptr<Subject> fa3_with(const std::string& schedule) {
-  for (auto& s : make_cuda_subjects()) {
-    if (s->info().name != "cuda.fa3") continue;
-    s->set_option("schedule", schedule);
-    return std::move(s);
-  }
-  return nullptr;
-}
-
-// Entries of `got` that differ from `want` (-inf equals -inf: L of a row that sees no key), and the first.
-struct Difference {
-  std::size_t count = 0, first = 0;
-};
-Difference differing(const std::vector<double>& got, const std::vector<double>& want) {
-  Difference d{0, got.size()};
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (!(got[i] == want[i])) ++d.count, d.first = std::min(d.first, i);
-  }
-  return d;
+  auto s = testing::registered_subject("cuda.fa3");
+  if (s) s->set_option("schedule", schedule);
+  return s;
 }
 
 TEST(Fa3Schedules, EveryScheduleGivesOneGroupsBits) {
-  REQUIRE_GPU();
-  if (!testing::device_is_hopper()) GTEST_SKIP() << "cuda.fa3 needs a Hopper GPU (compute capability 9.x): wgmma and TMA";
+  REQUIRE_HOPPER();
   auto reference = fa3_with("one_group");
   ASSERT_TRUE(reference) << "cuda.fa3 is not registered on this Hopper GPU";
   const char* schedules[] = {"ws", "ws_overlap", "ws_overlap_pingpong", "ws_overlap_pingpong_3stage"};
@@ -74,7 +57,7 @@ TEST(Fa3Schedules, EveryScheduleGivesOneGroupsBits) {
       auto subject = fa3_with(schedule);
       const gradcheck::Outputs got = gradcheck::Caller(*subject, c).fwd(in.q, in.k, in.v);
       for (const char* t : {"O", "L"}) {
-        const Difference d = differing(got.at(t).values(), want.at(t).values());
+        const testing::Difference d = testing::differing(got.at(t).values(), want.at(t).values());
         EXPECT_EQ(d.count, 0u) << schedule << ": " << t << " differs from one_group's in " << d.count << " entries (first at " << d.first << ") for "
                                << c.to_string();
       }

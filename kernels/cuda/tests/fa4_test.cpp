@@ -23,12 +23,7 @@
 namespace fc::kernels::cuda {
 namespace {
 
-std::unique_ptr<Subject> registered(const std::string& name) {
-  for (auto& s : make_cuda_subjects()) {
-    if (s->info().name == name) return std::move(s);
-  }
-  return nullptr;
-}
+using testing::registered_subject;
 
 double rescales_of(const Subject& s) {
   for (const Counter& c : s.counters()) {
@@ -37,15 +32,9 @@ double rescales_of(const Subject& s) {
   return -1;
 }
 
-#define REQUIRE_HOPPER()                                                                                         \
-  do {                                                                                                           \
-    REQUIRE_GPU();                                                                                               \
-    if (!testing::device_is_hopper()) GTEST_SKIP() << "cuda.fa4 needs a Hopper GPU (compute capability 9.x)"; \
-  } while (0)
-
 TEST(Fa4, AtTauZeroWithoutEmulationGivesFa3sBits) {
   REQUIRE_HOPPER();
-  auto fa3 = registered("cuda.fa3"), fa4 = registered("cuda.fa4");
+  auto fa3 = registered_subject("cuda.fa3"), fa4 = registered_subject("cuda.fa4");
   ASSERT_TRUE(fa3 && fa4) << "cuda.fa3 and cuda.fa4 are registered on Hopper";
   fa4->set_option("tau", "0");
   int compared = 0;
@@ -64,10 +53,8 @@ TEST(Fa4, AtTauZeroWithoutEmulationGivesFa3sBits) {
             const gradcheck::Outputs want = gradcheck::Caller(*fa3, c).fwd(in.q, in.k, in.v);
             const gradcheck::Outputs got = gradcheck::Caller(*fa4, c).fwd(in.q, in.k, in.v);
             for (const char* t : {"O", "L"}) {
-              const auto g = got.at(t).values(), w = want.at(t).values();
-              std::size_t differing = 0;
-              for (std::size_t i = 0; i < g.size(); ++i) differing += !(g[i] == w[i]);
-              EXPECT_EQ(differing, 0u) << t << " differs from cuda.fa3's in " << differing << " of " << g.size() << " entries for " << c.to_string();
+              const testing::Difference d = testing::differing(got.at(t).values(), want.at(t).values());
+              EXPECT_EQ(d.count, 0u) << t << " differs from cuda.fa3's in " << d.count << " entries (first at " << d.first << ") for " << c.to_string();
             }
             ++compared;
           }
@@ -80,7 +67,7 @@ TEST(Fa4, AtTauZeroWithoutEmulationGivesFa3sBits) {
 
 TEST(Fa4, PersistentSchedulerGivesTheGridsBits) {
   REQUIRE_HOPPER();
-  auto grid = registered("cuda.fa4"), persistent = registered("cuda.fa4");
+  auto grid = registered_subject("cuda.fa4"), persistent = registered_subject("cuda.fa4");
   ASSERT_TRUE(grid && persistent) << "cuda.fa4 is registered on Hopper";
   persistent->set_option("scheduler", "persistent");
   int compared = 0;
@@ -100,11 +87,9 @@ TEST(Fa4, PersistentSchedulerGivesTheGridsBits) {
             const double want_rescales = rescales_of(*grid);
             const gradcheck::Outputs got = gradcheck::Caller(*persistent, c).fwd(in.q, in.k, in.v);
             for (const char* t : {"O", "L"}) {
-              const auto g = got.at(t).values(), w = want.at(t).values();
-              std::size_t differing = 0;
-              for (std::size_t i = 0; i < g.size(); ++i) differing += !(g[i] == w[i]);
-              EXPECT_EQ(differing, 0u) << t << " differs from the grid scheduler's in " << differing << " of " << g.size() << " entries for "
-                                       << c.to_string();
+              const testing::Difference d = testing::differing(got.at(t).values(), want.at(t).values());
+              EXPECT_EQ(d.count, 0u) << t << " differs from the grid scheduler's in " << d.count << " entries (first at " << d.first << ") for "
+                                     << c.to_string();
             }
             EXPECT_EQ(rescales_of(*persistent), want_rescales) << c.to_string();
             ++compared;
@@ -118,7 +103,7 @@ TEST(Fa4, PersistentSchedulerGivesTheGridsBits) {
 
 TEST(Fa4, CountsTheRescalesCpuFa4Counts) {
   REQUIRE_HOPPER();
-  auto gpu = registered("cuda.fa4");
+  auto gpu = registered_subject("cuda.fa4");
   auto cpu = cpu::make_cpu_fa4();
   ASSERT_TRUE(gpu) << "cuda.fa4 is registered on Hopper";
   for (const char* tau : {"0", "2", "8"}) {

@@ -1,22 +1,28 @@
-// What the GPU tests share: the skip without a device, and the harness's case count and seed from the
-// environment (FLASHCHECK_GPU_CASES, default 2000; FLASHCHECK_GPU_SEED, default 2026), so that
+// What the GPU tests share: the skip without a device (or without a Hopper GPU), a registered subject by name,
+// the count of entries two results differ in, and the harness's case count and seed from the environment (FLASHCHECK_GPU_CASES, default 2000; FLASHCHECK_GPU_SEED, default 2026), so that
 // processes with different seeds run disjoint case streams in parallel (one stream per test, serial).
 #pragma once
 
 #include <gtest/gtest.h>
 
-#include <cuda_runtime.h>
-
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda/cuda_subjects.hpp"
 
 #define REQUIRE_GPU()                                                                                                         \
   do {                                                                                                                        \
     if (const std::string why = ::fc::kernels::cuda::device_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;         \
+  } while (0)
+// (cuda.fa3, cuda.fa4 and the Hopper primitives: wgmma and TMA, sm_90a)
+#define REQUIRE_HOPPER()                                                                                                      \
+  do {                                                                                                                        \
+    if (const std::string why = ::fc::kernels::cuda::hopper_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;         \
   } while (0)
 
 namespace fc::kernels::cuda::testing {
@@ -30,11 +36,24 @@ inline std::uint64_t harness_seed() {
   return env ? std::strtoull(env, nullptr, 10) : 2026;
 }
 
-// Hopper (compute capability 9.x): cuda.fa3 is registered there only (wgmma, TMA).
-inline bool device_is_hopper() {
-  int device = 0, major = 0;
-  return cudaGetDevice(&device) == cudaSuccess && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-         major == 9;
+// The registered CUDA subject of that name; nullptr when this device has none.
+inline std::unique_ptr<Subject> registered_subject(const std::string& name) {
+  for (auto& s : make_cuda_subjects()) {
+    if (s->info().name == name) return std::move(s);
+  }
+  return nullptr;
+}
+
+// The entries of `got` that differ from `want` (-inf equals -inf: L of a row that sees no key), and the first.
+struct Difference {
+  std::size_t count = 0, first = 0;
+};
+inline Difference differing(const std::vector<double>& got, const std::vector<double>& want) {
+  Difference d{0, got.size()};
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!(got[i] == want[i])) ++d.count, d.first = std::min(d.first, i);
+  }
+  return d;
 }
 
 }  // namespace fc::kernels::cuda::testing

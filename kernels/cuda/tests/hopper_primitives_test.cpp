@@ -18,26 +18,13 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/cuda_subjects.hpp"
 #include "kernels/cuda/hopper/tile_probe.hpp"
+#include "kernels/cuda/tests/gpu_test_support.hpp"
 #include "precision/half.hpp"
 #include "precision/rounding.hpp"
 
 namespace fc::kernels::cuda {
 namespace {
-
-std::string hopper_unavailable() {
-  if (std::string why = device_unavailable_reason(); !why.empty()) return why;
-  int device = 0, major = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  return major >= 9 ? "" : "the device is not a Hopper GPU (compute capability " + std::to_string(major) + ".x < 9.0)";
-}
-
-#define REQUIRE_HOPPER()                                                                 \
-  do {                                                                                   \
-    if (const std::string why = hopper_unavailable(); !why.empty()) GTEST_SKIP() << why; \
-  } while (0)
 
 std::vector<float> product_on_gpu(const std::vector<bf16>& a, const std::vector<bf16>& b) {
   void *da = nullptr, *db = nullptr;
