@@ -106,4 +106,21 @@ inline int e4m3_block_exponent(double amax) {
   return e;
 }
 
+// e4m3_block_exponent for a float amax, from its bits (no log2, so the CUDA quantizer runs the same rule,
+// fa3_fp8_kernels.cu): amax = 1.f x 2^E and 448 = 1.75 x 2^8, so e = E - 8 when 1.f <= 1.75, else E - 7.
+// Equal to e4m3_block_exponent(amax) for every finite float (precision/tests/fp8_test.cpp).
+FC_HD inline int e4m3_block_exponent_of_float(float amax) {
+  const std::uint32_t b = bits_of(amax) & 0x7fffffffu;
+  if (b == 0 || b >= 0x7f800000u) return 0;  // zero, Inf, NaN
+  int E;
+  std::uint32_t frac;
+  if (b >= 0x00800000u) {
+    E = static_cast<int>(b >> 23) - 127, frac = b & 0x7fffffu;
+  } else {  // subnormal: b x 2^-149
+    const int h = highest_bit(b);
+    E = h - 149, frac = (b << (23 - h)) & 0x7fffffu;
+  }
+  return frac <= 0x600000u ? E - 8 : E - 7;
+}
+
 }  // namespace fc

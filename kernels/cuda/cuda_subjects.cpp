@@ -149,7 +149,7 @@ class CudaAttentionSubject : public Subject {
     Timing timing;
     timing.device_bytes = static_cast<double>(q.bytes() + k.bytes() + v.bytes() + o.bytes() + lse.bytes() + fws.bytes());
     if (r.op == Op::fwd) {
-      timing.milliseconds = timed(who, r, [&] { forward(f, nullptr); });
+      timing.milliseconds = time_runs(who, r.warmup, r.repeats, [&] { forward(f, nullptr); });
       return timing;
     }
     launch(who, "forward", [&] { forward(f, nullptr); });
@@ -164,7 +164,7 @@ class CudaAttentionSubject : public Subject {
     b.dq = contiguous_out(dq, sh.heads_q, sh.seq_q), b.dk = contiguous_out(dk, sh.heads_kv, sh.seq_k);
     b.dv = contiguous_out(dv, sh.heads_kv, sh.seq_k);
     timing.device_bytes += static_cast<double>(dout.bytes() + dq.bytes() + dk.bytes() + dv.bytes() + bws.bytes());
-    timing.milliseconds = timed(who, r, [&] { backward(b, nullptr); });
+    timing.milliseconds = time_runs(who, r.warmup, r.repeats, [&] { backward(b, nullptr); });
     return timing;
   }
 
@@ -229,32 +229,6 @@ class CudaAttentionSubject : public Subject {
   SubjectInfo info_;
 
  private:
-  // Device-event times of `run`, after r.warmup untimed runs.
-  template <class F>
-  static std::vector<double> timed(const std::string& who, const TimingRequest& r, F&& run) {
-    cudaEvent_t start, stop;
-    check_cuda(cudaEventCreate(&start), who, "cudaEventCreate");
-    check_cuda(cudaEventCreate(&stop), who, "cudaEventCreate");
-    std::vector<double> ms;
-    try {
-      for (int i = 0; i < r.warmup; ++i) launch(who, "warm-up", run);
-      for (int i = 0; i < r.repeats; ++i) {
-        check_cuda(cudaEventRecord(start), who, "cudaEventRecord");
-        run();
-        check_cuda(cudaEventRecord(stop), who, "cudaEventRecord");
-        check_cuda(cudaEventSynchronize(stop), who, "timed run");
-        float t = 0;
-        check_cuda(cudaEventElapsedTime(&t, start, stop), who, "cudaEventElapsedTime");
-        ms.push_back(t);
-      }
-    } catch (...) {
-      cudaEventDestroy(start), cudaEventDestroy(stop);
-      throw;
-    }
-    cudaEventDestroy(start), cudaEventDestroy(stop);
-    return ms;
-  }
-
   // Runs the launches and waits for them: a launch error or a fault in the kernel becomes a SubjectError.
   template <class F>
   static void launch(const std::string& who, const char* what, F&& f) {
@@ -542,6 +516,7 @@ std::vector<std::unique_ptr<Subject>> make_cuda_subjects() {
   if (hopper_unavailable_reason().empty()) {
     subjects.push_back(std::make_unique<CudaFa3>());
     subjects.push_back(std::make_unique<CudaFa4>());
+    subjects.push_back(make_cuda_fa3_fp8());
   }
   return subjects;
 }

@@ -6,6 +6,7 @@
 //   cuda.hog, cuda.hog.2pass  Flash Hog's double backward (hog_kernels.cuh); fwd, bwd: cuda.fa2's
 //   cuda.attnres  Attention Residuals, phase 1 and 2, fwd and bwd (attnres_kernels.cuh, attnres_subject.cpp)
 //   cuda.fa3, cuda.fa4  FlashAttention-3's forward and its FA4-style variant on Hopper only (fa3_kernels.cu)
+//   cuda.fa3.fp8  FA3's FP8 forward on Hopper only (fa3_fp8_kernels.cu, fa3_fp8_subject.cpp)
 #pragma once
 
 #include <memory>
@@ -19,8 +20,9 @@ namespace fc::kernels::cuda {
 // Empty when no CUDA device is usable (device_unavailable_reason() says why).
 std::vector<std::unique_ptr<Subject>> make_cuda_subjects();
 std::unique_ptr<Subject> make_cuda_attnres();  // (one of them)
+std::unique_ptr<Subject> make_cuda_fa3_fp8();   // (Hopper only)
 std::string device_unavailable_reason();
-// Empty on a Hopper GPU (compute capability 9.x), where cuda.fa3 and cuda.fa4 are registered; else why not.
+// Empty on a Hopper GPU (compute capability 9.x), where cuda.fa3, cuda.fa4 and cuda.fa3.fp8 are registered; else why not.
 std::string hopper_unavailable_reason();
 // "cuda: <the current device's name>".
 std::string device_name();

@@ -31,241 +31,14 @@
 #include <type_traits>
 #include <utility>
 
+#include "kernels/cuda/fa3_forward.cuh"
 #include "kernels/cuda/hopper/tensor_map.hpp"
-#include "kernels/cuda/hopper/wgmma_tma.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
-#include "kernels/cuda/output_store.cuh"
-#include "kernels/cuda/tile_primitives.cuh"
 
 namespace fc::kernels::cuda {
 namespace {
 
-using namespace hopper;
-
-constexpr int kGroupRows = 64, kBlockN = 128;                        // query rows per warpgroup, keys per tile
-constexpr unsigned kQBox = kGroupRows * 128, kKVBox = kBlockN * 128;  // bytes: rows x 64 16-bit entries
-
-// The element type T (__nv_bfloat16 or __half) and head dim D (64 or 128) of a kernel: D / 64 boxes along d.
-template <class T, int D>
-struct Tiles {
-  static_assert(D == 64 || D == 128, "head dim 64 or 128");
-  static constexpr bool kFp16 = std::is_same_v<T, __half>;
-  static constexpr int kHalves = D / 64;
-  static constexpr unsigned kQBytes = kHalves * kQBox;      // one warpgroup's Q
-  static constexpr unsigned kTileBytes = kHalves * kKVBox;  // one K or V tile
-};
-constexpr float kLog2e = 1.4426950408889634f;
-
-// Where one warpgroup's thread sits: its 64 rows from m0, its warp's 16 from warp_row0, its own two rows
-// row0 and row0 + 8 (the accumulator layout in hopper/wgmma_tma.cuh), its column pair 2 t.
-struct GroupThread {
-  int m0, warp_row0, row0, t;
-  __device__ GroupThread(int group_m0, int thread_in_group)
-      : m0(group_m0), warp_row0(group_m0 + 16 * (thread_in_group / 32)), row0(warp_row0 + (thread_in_group % 32) / 4), t(thread_in_group % 4) {}
-};
-
-// The keys this CTA's rows m0 .. last_row can see: tiles 0 .. n_tiles - 1.
-__device__ inline int key_tiles(const AttentionShapeParams& s, int m0, int rows) {
-  const int last_row = min(m0 + rows, s.seq_q) - 1;
-  const int key_end = s.mask != CausalMask::none ? max(0, min(s.seq_k, last_row + s.causal_offset() + 1)) : s.seq_k;
-  return (key_end + kBlockN - 1) / kBlockN;
-}
-
-// S = Q K^T for the warpgroup's 64 rows and a tile of 128 keys: D / 16 k16 steps, 4 per 64-wide box of d. Issued and committed as one group; the caller waits for it.
-template <class T, int D>
-__device__ inline void issue_qk(float (&sc)[16][4], const unsigned char* sQ, const unsigned char* sK) {
-  wgmma_fence();
-#pragma unroll
-  for (int k = 0; k < D / 16; ++k) {
-    const std::uint64_t a = wgmma_descriptor_advance(wgmma_descriptor_sw128(sQ + (k / 4) * kQBox), k % 4);
-    const std::uint64_t b = wgmma_descriptor_advance(wgmma_descriptor_sw128(sK + (k / 4) * kKVBox), k % 4);
-    wgmma_m64n128k16_ss<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[64]>(sc), a, b, k > 0);
-  }
-  wgmma_commit();
-}
-
-// P rounded to T's A fragments: k16 step kk from the two adjacent n8 blocks 2 kk and 2 kk + 1 of S.
-template <class T>
-__device__ inline void p_fragments(std::uint32_t (&pa)[8][4], const float (&sc)[16][4]) {
-#pragma unroll
-  for (int kk = 0; kk < 8; ++kk) a_from_c<T>(pa[kk], sc[2 * kk], sc[2 * kk + 1]);
-}
-
-// O += P V with P's A fragments from registers and V's tile MN-major. Issued and committed as one group;
-// the caller waits for it, and neither o nor pa may be touched before (ptxas keeps them live until the wait).
-template <class T, int D>
-__device__ inline void issue_pv(float (&o)[D / 8][4], const std::uint32_t (&pa)[8][4], const unsigned char* sV) {
-  const std::uint64_t dv = wgmma_descriptor_sw128_mn(sV, kKVBox);  // (D = 64: one n block, the offset unused)
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < 8; ++kk) {
-    if constexpr (D == 128) {
-      wgmma_m64n128k16_rs_tn<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[64]>(o), pa[kk], wgmma_descriptor_advance_mn(dv, kk), 1);
-    } else {
-      wgmma_m64n64k16_rs_tn<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[32]>(o), pa[kk], wgmma_descriptor_advance_mn(dv, kk), 1);
-    }
-  }
-  wgmma_commit();
-}
-
-// The online softmax on key tile j (fa2_forward.cuh's arithmetic): the running max and sum of this
-// thread's two rows, alpha = exp2(m_old - m_new) for rescaling O, and sc overwritten with P. Masked: the tile
-// crosses Nk or the diagonal for some row of this warp, or the scale is not positive; then every product is
-// tested. Unmasked, every product is finite and the scale positive, so the row max is taken over the raw
-// products and scaled once (x -> x scale2 is monotonic: the same bits as the max of the scaled products),
-// and no -inf test is needed. The two are separate instantiations so that neither carries the other's
-// branches (one function with `if (masked)` inside the element loop compiled to a branch per element).
-//
-// FA4's two changes (cuda.fa4; the CPU twins cpu.fa4 and cpu.fa4.emulated follow the same rules, kernels/cpu/
-// flash_attention.hpp): Selective raises a row's running max only when the tile's max exceeds it by at least
-// tau (log2 units), so most tiles skip alpha's exponential and O's rescale and the exponentials run up to 2^tau
-// against the stale max (counted in rescales, per row and tile after the first); EmulatedEighths computes the
-// exponentials of n8 blocks nb with nb % 8 < EmulatedEighths (that share of them, the same columns as the CPU
-// twin's) by exp2_emulated on the FMA pipes instead of the special-function unit.
-template <bool Selective, int EmulatedEighths>
-struct SoftmaxRule {
-  static_assert(EmulatedEighths >= 0 && EmulatedEighths <= 8, "eighths of the exponentials");
-  static constexpr bool kSelective = Selective;
-  static constexpr int kEmulatedEighths = EmulatedEighths;
-};
-using Fa3Rule = SoftmaxRule<false, 0>;
-
-struct RowStats {
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  float tau = 0.f;   // (Selective)
-  int rescales = 0;  // (Selective: counted by the quad's first thread, t == 0)
-};
-
-// FA4's 2^x: 2^floor(x) p(frac(x)) with the cubic p of kernels/cpu/flash_attention.cpp's exp2_emulated (max
-// relative error 7.5e-5: 0.02 u of bf16, 0.15 u of fp16), the same FMA sequence, so the same bits as the CPU
-// twin for x >= -126 (below: 0, both). 2^floor(x) is built as a float (normal for floor(x) >= -126) and
-// multiplied in, which rounds a subnormal result as ldexp does (no flush to zero in this build).
-__device__ inline float exp2_emulated(float x) {
-  if (x < -126.0f) return 0.0f;
-  const float n = floorf(x);
-  const float f = x - n;
-  float p = fmaf(0.0780240310260709f, f, 0.22606707273039292f);
-  p = fmaf(p, f, 0.6958339921071451f);
-  p = fmaf(p, f, 0.9999251255464429f);
-  return p * __int_as_float((static_cast<int>(n) + 127) << 23);
-}
-
-template <bool Masked, class Rule>
-__device__ inline void softmax_tile_as(float (&sc)[16][4], RowStats& st, float (&alpha)[2], int col0, const GroupThread& th,
-                                       const AttentionShapeParams& s, float scale2) {
-  const bool causal = s.mask != CausalMask::none;
-  const int offset = s.causal_offset();
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float tile_max = -INFINITY;
-#pragma unroll
-    for (int nb = 0; nb < 16; ++nb) {
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        float& x = sc[nb][2 * r + c];
-        if constexpr (Masked) {
-          const int col = col0 + nb * 8 + 2 * th.t + c;
-          if (col >= s.seq_k || (causal && col > th.row0 + 8 * r + offset)) x = -INFINITY;
-          tile_max = fmaxf(tile_max, x == -INFINITY ? -INFINITY : x * scale2);
-        } else {
-          tile_max = fmaxf(tile_max, x);
-        }
-      }
-    }
-    if constexpr (!Masked) tile_max *= scale2;
-    tile_max = quad_max(tile_max);
-    float m_new;
-    if constexpr (Rule::kSelective) {
-      if (st.m[r] == -INFINITY) {
-        m_new = tile_max, alpha[r] = 1.f;  // the first visible tile sets the reference max (O and l are 0)
-      } else if (tile_max > st.m[r] && tile_max - st.m[r] >= st.tau) {
-        m_new = tile_max, alpha[r] = fast_exp2(st.m[r] - m_new);
-        if (th.t == 0) ++st.rescales;
-      } else {
-        m_new = st.m[r], alpha[r] = 1.f;  // the stale max: this tile's exponentials stay below 2^tau
-      }
-    } else {
-      m_new = fmaxf(st.m[r], tile_max);
-      alpha[r] = m_new == st.m[r] ? 1.f : fast_exp2(st.m[r] - m_new);
-    }
-    st.m[r] = m_new;
-    st.l[r] *= alpha[r];
-    float row_sum = 0.f;
-#pragma unroll
-    for (int nb = 0; nb < 16; ++nb) {
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        float& x = sc[nb][2 * r + c];
-        // (unmasked, every x and so m_new is finite: no -inf test)
-        const float arg = fmaf(x, scale2, -m_new);
-        const float e = nb % 8 < Rule::kEmulatedEighths ? exp2_emulated(arg) : fast_exp2(arg);
-        x = Masked && x == -INFINITY ? 0.f : e;
-        row_sum += x;
-      }
-    }
-    st.l[r] += row_sum;  // this thread's share; the quad's are summed in the epilogue
-  }
-}
-template <class Rule>
-__device__ inline void softmax_tile(float (&sc)[16][4], RowStats& st, float (&alpha)[2], int j, const GroupThread& th,
-                                    const AttentionShapeParams& s, float scale2) {
-  const int col0 = j * kBlockN;
-  const bool masked =
-      !(scale2 > 0.f) || col0 + kBlockN > s.seq_k || (s.mask != CausalMask::none && col0 + kBlockN - 1 > th.warp_row0 + s.causal_offset());
-  if (masked) {
-    softmax_tile_as<true, Rule>(sc, st, alpha, col0, th, s, scale2);
-  } else {
-    softmax_tile_as<false, Rule>(sc, st, alpha, col0, th, s, scale2);
-  }
-}
-
-// O *= alpha per row. Skipped where both of this thread's alphas are 1 (the row max did not grow: after the
-// first tiles, nearly always without a mask), which changes no bit: x * 1 = x.
-template <int NB>
-__device__ inline void rescale(float (&o)[NB][4], const float (&alpha)[2]) {
-  if (alpha[0] == 1.f && alpha[1] == 1.f) return;
-#pragma unroll
-  for (auto& x : o) x[0] *= alpha[0], x[1] *= alpha[0], x[2] *= alpha[1], x[3] *= alpha[1];
-}
-
-// O = acc / l, L = (m + log2 l) ln 2; a row with no visible key: O = 0, L = -inf. fa2_forward's epilogue.
-template <class T, int D>
-__device__ inline void store_rows(const float (&o)[D / 8][4], RowStats& st, const GroupThread& th, const ForwardParams& p, int h, int b) {
-  const AttentionShapeParams& s = p.shape;
-  auto* out = static_cast<T*>(p.o.data) + b * p.o.batch + h * p.o.head;
-  const std::uint64_t o_row_base = (static_cast<std::uint64_t>(b) * s.heads_q + h) * s.seq_q;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float l = quad_sum(st.l[r]);
-    const int row = th.row0 + 8 * r;
-    if (row >= s.seq_q) continue;
-    const bool empty = l == 0.f;
-    const float inv = empty ? 0.f : 1.f / l;
-    const std::uint64_t index0 = (o_row_base + row) * D;
-#pragma unroll
-    for (int nb = 0; nb < D / 8; ++nb) {
-      const int col = nb * 8 + 2 * th.t;
-      store_pair<T>(out + row * p.o.row + col, o[nb][2 * r] * inv, o[nb][2 * r + 1] * inv, p.rounding, p.o_stream, index0 + col);
-    }
-    if (th.t == 0) p.lse[o_row_base + row] = empty ? -INFINITY : static_cast<float>(static_cast<double>(st.m[r] + log2f(l)) * 0.6931471805599453);
-  }
-}
-
-__device__ inline unsigned char* aligned_smem(unsigned char* raw) {
-  return reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(raw) + 1023) & ~std::uintptr_t{1023});
-}
-
-// The CTA's query tile, head and batch: query tiles in x, last tile first, heads in y, batches in z. Under a
-// causal mask the last query tiles see the most keys, so within each (batch, head) the longest CTAs start
-// first and the short ones fill in behind them. (Putting the query tiles outermost would order the whole
-// grid longest first, but then the CTAs in flight belong to every head at once and their K and V no longer
-// fit in L2: measured 9 % slower at N = 16k non-causal, 7ac23db. Consecutive CTAs of one head share K/V in L2.)
-struct CtaTile {
-  int m_tile, h, b;
-};
-__device__ inline CtaTile cta_tile() {
-  return {static_cast<int>(gridDim.x - 1 - blockIdx.x), static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z)};
-}
+using namespace fa3;
 
 // --- step 1: one warpgroup per 64 rows -------------------------------------------------------------------
 template <class T, int D>
@@ -309,7 +82,7 @@ __global__ void __launch_bounds__(128, 1) fa3_forward_one_group_kernel(const __g
     for (int j = 0; j < 2 && j < n_tiles; ++j) issue_kv(j);
   }
 
-  const float scale2 = s.scale * kLog2e;
+  const float scale2 = s.scale * fa3::kLog2e;
   float o[D / 8][4];  // O's accumulator (hopper/wgmma_tma.cuh's layout)
 #pragma unroll
   for (auto& x : o) x[0] = x[1] = x[2] = x[3] = 0.f;
@@ -334,236 +107,7 @@ __global__ void __launch_bounds__(128, 1) fa3_forward_one_group_kernel(const __g
   store_rows<T, D>(o, st, th, p, h, b);
 }
 
-// --- steps 2 and 3: a producer warp and two consumer warpgroups --------------------------------------------
-// Threads 0-255: consumer warpgroups 0 and 1 (rows m0 and m0 + 64); threads 256-383: the producer warpgroup
-// (one lane issues every copy). 384 threads would get 168 registers each; the producer gives most of its own
-// back (setmaxnreg: 24) and the consumers take them (240: O, S of two tiles and P live at once). K and V have their own
-// full and empty barriers per stage, so a K buffer is refilled as soon as both groups' S = Q K^T on it is
-// complete, not when the tile's P V is.
-constexpr int kConsumers = 2, kConsumerThreads = 128 * kConsumers, kWsThreads = kConsumerThreads + 128;
-constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;  // 128 x 24 + 256 x 240 <= 65536
-constexpr int kTurnBarrier = 1;  // named barriers 1 and 2: consumer group g waits on kTurnBarrier + g
-constexpr int kCtaRows = kConsumers * kGroupRows;
 
-// The work tiles a CTA walks. One CTA per tile (the grid of cta_tile()), or a persistent grid of one CTA per SM
-// taking tiles in longest-processing-time-first order (cuda.fa4's scheduler): CTA c starts with tile c, and
-// each next tile is the next unclaimed one (gridDim.x + an atomic counter), so a CTA that drew long tiles takes
-// fewer. The order: the (batch, head) pairs cut into sections of `section` whose K and V fit in L2 together, and
-// within a section the query tiles last first (under a causal mask, the longest), the section's heads innermost,
-// so the CTAs in flight share a few heads' K and V and the grid ends on the shortest tiles. (A static stride,
-// c, c + gridDim.x, ..., measured 17-20 % slower than the grid at d = 128 causal: 3e801e6.)
-struct WorkTiles {
-  int m_tiles = 0, heads = 0, pairs = 0, section = 1;
-
-  __device__ int count(bool persistent) const { return persistent ? m_tiles * pairs : 1; }
-  __device__ CtaTile at(int i, bool persistent) const {
-    if (!persistent) return cta_tile();
-    const int full = pairs / section, in_full = full * section * m_tiles;
-    const int sec = i < in_full ? i / (section * m_tiles) : full;
-    const int r = i < in_full ? i % (section * m_tiles) : i - in_full;
-    const int width = i < in_full ? section : pairs - full * section;
-    const int pair = sec * section + r % width;
-    return {m_tiles - 1 - r / width, pair % heads, pair / heads};
-  }
-};
-
-template <class T, int D, int Stages, bool Persistent>
-constexpr std::size_t ws_smem_bytes() {
-  return (Persistent ? 2 : 1) * kConsumers * Tiles<T, D>::kQBytes + 2 * Stages * Tiles<T, D>::kTileBytes + 1024;
-}
-
-template <class T, int D, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule, bool Persistent = false>
-__global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
-                                                                       const __grid_constant__ CUtensorMap v_map, const ForwardParams p,
-                                                                       const WorkTiles work) {
-  static_assert(!PingPong || Overlap, "the turns cover the pair of products a step issues together");
-  using Tl = Tiles<T, D>;
-  constexpr unsigned kTileBytes = Tl::kTileBytes;
-  constexpr int kQBuffers = Persistent ? 2 : 1;  // (persistent: the next tile's Q loads while this one runs)
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* sQ = aligned_smem(smem_raw);  // buffer q, group g's boxes at + (q kConsumers + g) kQBytes
-  unsigned char* sK = sQ + kQBuffers * kConsumers * Tl::kQBytes;
-  unsigned char* sV = sK + Stages * kTileBytes;
-  __shared__ alignas(8) std::uint64_t q_full[kQBuffers], q_empty[kQBuffers], k_full[Stages], v_full[Stages], k_empty[Stages], v_empty[Stages];
-  __shared__ int tile_of_buffer[kQBuffers];  // (persistent: the tile whose Q the buffer holds; >= tiles: no more)
-
-  const AttentionShapeParams& s = p.shape;
-  const int tiles = work.count(Persistent);
-  const auto key_tiles_of = [&](const CtaTile& c) {
-    // (both groups walk all of them: the lower group's extra causal tile is fully masked for it)
-    return key_tiles(s, c.m_tile * kCtaRows, kCtaRows);
-  };
-  constexpr unsigned kReleasers = 4 * kConsumers;  // one arrival per consumer warp
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < kQBuffers; ++i) mbarrier_init(&q_full[i], 1), mbarrier_init(&q_empty[i], kReleasers);
-    for (int i = 0; i < Stages; ++i) {
-      mbarrier_init(&k_full[i], 1), mbarrier_init(&v_full[i], 1);
-      mbarrier_init(&k_empty[i], kReleasers), mbarrier_init(&v_empty[i], kReleasers);
-    }
-    mbarrier_init_fence();
-  }
-  __syncthreads();
-  // The K/V ring's position runs on across work tiles: tile j of a work tile is ring entry kv + j.
-  const auto parity = [](int g) { return static_cast<unsigned>((g / Stages) & 1); };
-
-  if (threadIdx.x >= kConsumerThreads) {  // the producer warpgroup
-    setmaxnreg_dec<kProducerRegisters>();
-    if (threadIdx.x == kConsumerThreads) {
-      int kv = 0;
-      for (int local = 0; local < (Persistent ? tiles : 1); ++local) {
-        const int qb = local % kQBuffers;
-        if (local >= kQBuffers) mbarrier_wait(&q_empty[qb], ((local / kQBuffers) - 1) & 1);
-        const int i = !Persistent ? 0 : local == 0 ? static_cast<int>(blockIdx.x) : static_cast<int>(gridDim.x) + atomicAdd(p.work_counter, 1);
-        if constexpr (Persistent) {
-          tile_of_buffer[qb] = i;  // (published by q_full's completion: the arrival releases, the wait acquires)
-          if (i >= tiles) {
-            mbarrier_arrive(&q_full[qb]);
-            break;
-          }
-        }
-        const CtaTile c = work.at(i, Persistent);
-        const int hk = c.h / (s.heads_q / s.heads_kv), n_tiles = key_tiles_of(c);
-        mbarrier_arrive_expect_tx(&q_full[qb], kConsumers * Tl::kQBytes);
-        for (int g = 0; g < kConsumers; ++g) {
-          for (int half = 0; half < Tl::kHalves; ++half) {
-            tma_load_4d(sQ + (qb * kConsumers + g) * Tl::kQBytes + half * kQBox, &q_map, &q_full[qb], 64 * half, c.m_tile * kCtaRows + g * kGroupRows, c.h, c.b);
-          }
-        }
-        for (int j = 0; j < n_tiles; ++j) {
-          const int e = kv + j, stage = e % Stages;
-          const unsigned reuse_parity = ((e / Stages) - 1) & 1;  // the release of ring entry e - Stages
-          if (e >= Stages) mbarrier_wait(&k_empty[stage], reuse_parity);
-          mbarrier_arrive_expect_tx(&k_full[stage], kTileBytes);
-          for (int half = 0; half < Tl::kHalves; ++half) tma_load_4d(sK + stage * kTileBytes + half * kKVBox, &k_map, &k_full[stage], 64 * half, j * kBlockN, hk, c.b);
-          if (e >= Stages) mbarrier_wait(&v_empty[stage], reuse_parity);
-          mbarrier_arrive_expect_tx(&v_full[stage], kTileBytes);
-          for (int half = 0; half < Tl::kHalves; ++half) tma_load_4d(sV + stage * kTileBytes + half * kKVBox, &v_map, &v_full[stage], 64 * half, j * kBlockN, hk, c.b);
-        }
-        kv += n_tiles;
-      }
-    }
-    return;
-  }
-
-  setmaxnreg_inc<kConsumerRegisters>();
-  const int group = threadIdx.x / 128;
-  const bool releaser = threadIdx.x % 32 == 0;
-  const float scale2 = s.scale * kLog2e;
-  const auto k_tile = [&](int e) { return sK + (e % Stages) * kTileBytes; };
-  const auto v_tile = [&](int e) { return sV + (e % Stages) * kTileBytes; };
-  // Turns (PingPong): group g issues its products after a sync on its own barrier and arrives on the other's
-  // after. Group 1 arrives once first (group 0 goes first) and after every turn; group 0 syncs once more at
-  // the end, so every arrival is matched whatever the number of turns.
-  const int my_turn = kTurnBarrier + group, other_turn = kTurnBarrier + (1 - group);
-  if (PingPong && group == 1) named_barrier_arrive(other_turn, kConsumerThreads);
-  int rescales = 0, kv = 0;
-  for (int local = 0; local < (Persistent ? tiles : 1); ++local) {
-    const int qb = local % kQBuffers;
-    mbarrier_wait(&q_full[qb], (local / kQBuffers) & 1);
-    const int i = Persistent ? tile_of_buffer[qb] : 0;
-    if (Persistent && i >= tiles) break;
-    const CtaTile c = work.at(i, Persistent);
-    const int n_tiles = key_tiles_of(c);
-    const GroupThread th(c.m_tile * kCtaRows + group * kGroupRows, threadIdx.x % 128);
-    const unsigned char* sQg = sQ + (qb * kConsumers + group) * Tl::kQBytes;
-    float o[D / 8][4];
-#pragma unroll
-    for (auto& x : o) x[0] = x[1] = x[2] = x[3] = 0.f;
-    RowStats st;
-    st.tau = p.rescale_threshold;
-
-    if constexpr (!Overlap) {
-      for (int j = 0; j < n_tiles; ++j) {
-        const int e = kv + j;
-        mbarrier_wait(&k_full[e % Stages], parity(e));
-        float sc[16][4];
-        issue_qk<T, D>(sc, sQg, k_tile(e));
-        wgmma_wait<0>();
-        if (releaser) mbarrier_arrive(&k_empty[e % Stages]);
-        float alpha[2];
-        softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2);
-        rescale(o, alpha);
-        std::uint32_t pa[8][4];
-        p_fragments<T>(pa, sc);
-        mbarrier_wait(&v_full[e % Stages], parity(e));
-        issue_pv<T, D>(o, pa, v_tile(e));
-        wgmma_wait<0>();
-        if (releaser) mbarrier_arrive(&v_empty[e % Stages]);
-      }
-    } else {
-      // Step j issues S_{j+1} = Q K_{j+1}^T and O += P_j V_j together, then computes P_{j+1} while O's product
-      // runs; once that is complete, O is rescaled by alpha_{j+1} and P_{j+1} packed into pa. Across steps only O
-      // and pa live (as in FA3); S lives within a step. The last tile is a step of its own, with no next product
-      // (a product issued under a condition makes ptxas serialise every wgmma: C7514).
-      std::uint32_t pa[8][4];
-      if (n_tiles > 0) {
-        float sc[16][4];
-        mbarrier_wait(&k_full[kv % Stages], parity(kv));
-        issue_qk<T, D>(sc, sQg, k_tile(kv));
-        wgmma_wait<0>();
-        if (releaser) mbarrier_arrive(&k_empty[kv % Stages]);
-        float alpha[2];
-        softmax_tile<Rule>(sc, st, alpha, 0, th, s, scale2);  // (O is still 0: alpha is not needed)
-        p_fragments<T>(pa, sc);
-      }
-      for (int j = 0; j + 1 < n_tiles; ++j) {
-        const int e = kv + j;
-        if (PingPong) named_barrier_sync(my_turn, kConsumerThreads);
-        float sc[16][4];
-        mbarrier_wait(&k_full[(e + 1) % Stages], parity(e + 1));
-        issue_qk<T, D>(sc, sQg, k_tile(e + 1));
-        mbarrier_wait(&v_full[e % Stages], parity(e));
-        issue_pv<T, D>(o, pa, v_tile(e));
-        if (PingPong) named_barrier_arrive(other_turn, kConsumerThreads);
-        wgmma_wait<1>();  // S_{j+1} (committed first) is complete; O's product may still run
-        if (releaser) mbarrier_arrive(&k_empty[(e + 1) % Stages]);
-        float alpha[2];
-        softmax_tile<Rule>(sc, st, alpha, j + 1, th, s, scale2);
-        wgmma_wait<0>();
-        if (releaser) mbarrier_arrive(&v_empty[e % Stages]);
-        rescale(o, alpha);
-        p_fragments<T>(pa, sc);
-      }
-      if (n_tiles > 0) {
-        const int e = kv + n_tiles - 1;
-        if (PingPong) named_barrier_sync(my_turn, kConsumerThreads);
-        mbarrier_wait(&v_full[e % Stages], parity(e));
-        issue_pv<T, D>(o, pa, v_tile(e));
-        if (PingPong) named_barrier_arrive(other_turn, kConsumerThreads);
-        wgmma_wait<0>();
-        if (releaser) mbarrier_arrive(&v_empty[e % Stages]);
-      }
-    }
-    if (releaser) mbarrier_arrive(&q_empty[qb]);  // (every product on this Q is complete)
-    store_rows<T, D>(o, st, th, p, c.h, c.b);
-    rescales += st.rescales;
-    kv += n_tiles;
-  }
-  if (PingPong && group == 0) named_barrier_sync(my_turn, kConsumerThreads);  // (group 1's last arrival)
-  if constexpr (Rule::kSelective) {
-    // (an integer sum: the same total in any order)
-#pragma unroll
-    for (int lane_mask = 16; lane_mask > 0; lane_mask /= 2) rescales += __shfl_xor_sync(0xffffffffu, rescales, lane_mask);
-    if (p.rescale_count != nullptr && threadIdx.x % 32 == 0 && rescales > 0) atomicAdd(p.rescale_count, static_cast<unsigned long long>(rescales));
-  }
-}
-
-// A stride TMA accepts for a dimension of `count` entries: its own where it is used, or any valid one
-// (the span of the dimension inside) where the dimension has one entry and the tensor's stride may be
-// anything (PyTorch gives size-1 dimensions arbitrary strides).
-std::int64_t usable_stride(std::int64_t stride, int count, std::int64_t inner_span) { return count == 1 ? inner_span : stride; }
-
-struct MapStrides {
-  std::int64_t batch, head, row;
-  bool valid() const { return batch > 0 && head > 0 && row > 0 && batch % 8 == 0 && head % 8 == 0 && row % 8 == 0; }
-};
-MapStrides strides_of(const Strided& x, int batch, int heads, int rows, int dim) {
-  MapStrides m;
-  m.row = usable_stride(x.row, rows, dim);
-  m.head = usable_stride(x.head, heads, m.row * rows);
-  m.batch = usable_stride(x.batch, batch, m.head * heads);
-  return m;
-}
 CUtensorMap map_of(const Strided& x, const ForwardParams& p, int heads, int rows, std::uint32_t box_rows) {
   const AttentionShapeParams& s = p.shape;
   const MapStrides m = strides_of(x, s.batch, heads, rows, s.head_dim);
@@ -575,31 +119,24 @@ struct Maps {
   CUtensorMap q, k, v;
 };
 
-// The grid of cta_tile(): query tiles of `rows` in x, heads in y, batches in z.
-dim3 grid_of(const AttentionShapeParams& s, int rows) {
-  if (s.heads_q > 65535 || s.batch > 65535) {
-    throw std::runtime_error("cuda.fa3: " + std::to_string(s.heads_q) + " heads and batch " + std::to_string(s.batch) + ": at most 65535 of each (the grid's y and z)");
-  }
-  return dim3((s.seq_q + rows - 1) / rows, s.heads_q, s.batch);
-}
-
 template <class T, int D>
 void launch_one_group(const Maps& m, const ForwardParams& p, cudaStream_t stream, const char* name) {
   constexpr std::size_t bytes = one_group_smem_bytes<T, D>();
   auto* kernel = fa3_forward_one_group_kernel<T, D>;
   allow_smem(kernel, static_cast<int>(bytes), name);
-  kernel<<<grid_of(p.shape, kGroupRows), 128, bytes, stream>>>(m.q, m.k, m.v, p);
+  kernel<<<grid_of(p.shape, kGroupRows, "cuda.fa3"), 128, bytes, stream>>>(m.q, m.k, m.v, p);
 }
 
 template <class T, int D, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule, bool Persistent = false>
 void launch_ws(const Maps& m, const ForwardParams& p, cudaStream_t stream, const char* name) {
-  constexpr std::size_t bytes = ws_smem_bytes<T, D, Stages, Persistent>();
-  auto* kernel = fa3_forward_ws_kernel<T, D, Stages, Overlap, PingPong, Rule, Persistent>;
+  using Ops = Wide16Ops<T, D>;
+  constexpr std::size_t bytes = ws_smem_bytes<Ops, Stages, Persistent>();
+  auto* kernel = fa3_forward_ws_kernel<Ops, Stages, Overlap, PingPong, Rule, Persistent>;
   allow_smem(kernel, static_cast<int>(bytes), name);
   const AttentionShapeParams& s = p.shape;
-  const dim3 grid = grid_of(s, kCtaRows);
+  const dim3 grid = grid_of(s, kCtaRows, "cuda.fa3");
   if constexpr (!Persistent) {
-    kernel<<<grid, kWsThreads, bytes, stream>>>(m.q, m.k, m.v, p, WorkTiles{});
+    kernel<<<grid, kWsThreads, bytes, stream>>>(m.q, m.k, m.v, p, WorkTiles{}, BlockExponents{});
   } else {
     int device = 0, sms = 0, l2_bytes = 0;
     check_launch_result(cudaGetDevice(&device), name);
@@ -612,7 +149,7 @@ void launch_ws(const Maps& m, const ForwardParams& p, cudaStream_t stream, const
     const double pair_bytes = 2.0 * s.seq_k * D * sizeof(T) / (s.heads_q / s.heads_kv);
     while (work.section * 2 <= work.pairs && 2 * work.section * pair_bytes <= l2_bytes / 2.0) work.section *= 2;
     const int tiles = work.m_tiles * work.pairs;
-    kernel<<<std::min(tiles, sms), kWsThreads, bytes, stream>>>(m.q, m.k, m.v, p, work);
+    kernel<<<std::min(tiles, sms), kWsThreads, bytes, stream>>>(m.q, m.k, m.v, p, work, BlockExponents{});
   }
 }
 
@@ -660,7 +197,7 @@ bool fa3_supports(const ForwardParams& p) {
   const std::pair<const Strided*, int> tensors[] = {{&p.q, s.heads_q}, {&p.k, s.heads_kv}, {&p.v, s.heads_kv}};
   for (const auto& [x, heads] : tensors) {
     const int rows = x == &p.q ? s.seq_q : s.seq_k;
-    if (!strides_of(*x, s.batch, heads, rows, s.head_dim).valid() || reinterpret_cast<std::uintptr_t>(x->data) % 16 != 0) return false;
+    if (!strides_of(*x, s.batch, heads, rows, s.head_dim).valid(8) || reinterpret_cast<std::uintptr_t>(x->data) % 16 != 0) return false;
   }
   return true;
 }

@@ -162,5 +162,26 @@ RC_GTEST_PROP(E4m3, TowardZeroAndStochasticPickANeighbourByTheRule, ()) {
   }
 }
 
+// The quantizer's block exponent from a float's bits (what the CUDA quantizer runs) against the double
+// rule with log2: equal for every finite positive float, at the powers of two, at 448's neighbours, and for
+// subnormals; both give the smallest e with amax 2^-e <= 448.
+RC_GTEST_PROP(E4m3, BlockExponentFromBitsEqualsTheLog2Rule, ()) {
+  const std::uint32_t bits = *rc::gen::inRange<std::uint32_t>(1, 0x7f800000u);
+  const float amax = float_from_bits(bits);
+  const int e = e4m3_block_exponent_of_float(amax);
+  RC_ASSERT(e == e4m3_block_exponent(static_cast<double>(amax)));
+  RC_ASSERT(std::ldexp(static_cast<double>(amax), -e) <= 448.0);
+  RC_ASSERT(std::ldexp(static_cast<double>(amax), 1 - e) > 448.0);
+}
+TEST(E4m3, BlockExponentFromBitsAtTheEdges) {
+  for (const float amax : {448.0f, std::nextafter(448.0f, 0.0f), std::nextafter(448.0f, 1e9f), 224.0f, 896.0f, 1.0f, 1.75f,
+                           std::nextafter(1.75f, 2.0f), std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::min(),
+                           std::numeric_limits<float>::max()}) {
+    EXPECT_EQ(e4m3_block_exponent_of_float(amax), e4m3_block_exponent(static_cast<double>(amax))) << amax;
+  }
+  EXPECT_EQ(e4m3_block_exponent_of_float(448.0f), 0);
+  EXPECT_EQ(e4m3_block_exponent_of_float(0.0f), 0);
+}
+
 }  // namespace
 }  // namespace fc

@@ -25,4 +25,11 @@ CUtensorMap make_tensor_map_sw128_bhnd(Element16 element, const void* base, std:
                                             std::int64_t batch_stride, std::int64_t head_stride, std::int64_t row_stride,
                                             std::uint32_t box_rows);
 
+// A [B, H, N, C] e4m3 tensor (one byte per entry; every stride a multiple of 16, the base 16-byte aligned),
+// boxes of box_cols (64 or 128 bytes: written with the 64- or 128-byte swizzle, the span of one row) x box_rows
+// of one (b, h); entries past N or C read as zeros, per head. cuda.fa3.fp8's Q and K ([.., N, d]) and V^T
+// ([.., d, keys]).
+CUtensorMap make_tensor_map_e4m3_bhnd(const void* base, std::uint64_t batch, std::uint64_t heads, std::uint64_t rows, std::uint64_t cols, std::int64_t batch_stride,
+                                      std::int64_t head_stride, std::int64_t row_stride, std::uint32_t box_cols, std::uint32_t box_rows);
+
 }  // namespace fc::kernels::cuda::hopper

@@ -1,0 +1,239 @@
+// cuda.fa3.fp8's forward (kernels/cuda/NOTES.md, "cuda.fa3.fp8"): cuda.fa3's warp-specialised pipeline
+// (fa3_forward.cuh: producer warpgroup, K/V ring, two consumer warpgroups taking turns, the next S issued with
+// this tile's P V) with e4m3 operands on the FP8 tensor cores (QGMMA, hopper/wgmma_e4m3.cuh):
+//   - S = Q K^T by m64n128k32 from shared memory, both K-major (Q and K as stored: d innermost);
+//   - P rounded to e4m3 (RN, saturating; P <= 1) straight from S's accumulator registers into A fragments;
+//   - O += P V by m64nDk32 with B = V^T's tile, K-major (keys innermost), which transpose_v_e4m3 writes
+//     before the forward: 8-bit wgmma has no transpose flag, so V's [key][d] tile cannot be read as it is.
+// P's A fragment wants, per lane, 4 consecutive keys (4 t .. 4 t + 3 and 16 + 4 t ..) where S's accumulator
+// holds pairs (2 t, 2 t + 1 of every 8). Instead of moving bytes between lanes, each 32 keys of V^T are stored
+// in the order the fragments hold them (fp8_key_of_slot): slot s of the fragment is key fp8_key_of_slot(s),
+// and P V sums over the same keys in another order.
+// Block exponents: each 128 rows of Q, K and V carry a power of two (values = e4m3 x 2^e), folded into the
+// softmax scale per (query block, key tile) and into O's rescale per V tile (fa3_forward.cuh), so the block
+// scaling is exact, as in cpu.fa3.fp8.
+//
+// Shared memory per CTA: Q 2 x 64 x d bytes; per stage a K tile (128 keys x d) and a V^T tile (d x 128 keys).
+// Rows of 128 bytes use the 128-byte swizzle, rows of 64 bytes (d = 64's Q and K) the 64-byte swizzle.
+#include "kernels/cuda/fa3_fp8_kernels.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <type_traits>
+
+#include "kernels/cuda/fa3_forward.cuh"
+#include "kernels/cuda/hopper/tensor_map.hpp"
+#include "kernels/cuda/hopper/wgmma_e4m3.cuh"
+#include "kernels/cuda/kernel_launch.cuh"
+#include "precision/fp8.hpp"
+
+namespace fc::kernels::cuda {
+namespace {
+
+using namespace fa3;
+
+// The key (0..31 within its 32) that P's A-fragment slot s holds: slot 4 t + i (i < 4) of the low half is
+// S's column 8 (i / 2) + 2 t + i % 2 (n8 blocks 0 and 1), the high half the same 16 keys on.
+__host__ __device__ constexpr int fp8_key_of_slot(int s) { return 16 * (s / 16) + 8 * ((s % 4) / 2) + 2 * ((s % 16) / 4) + (s % 2); }
+
+// Four floats rounded to e4m3 (to nearest, saturating), packed low byte first.
+__device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
+  const std::uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+  const std::uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+  return lo | (hi << 16);
+}
+
+// The Operands of fa3_forward_ws_kernel for e4m3 Q, K and V^T; O stored as Out (bf16 or fp16).
+template <class Out_, int D>
+struct E4m3Ops {
+  static_assert(D == 64 || D == 128, "head dim 64 or 128");
+  using Out = Out_;
+  static constexpr int kD = D;
+  static constexpr int kPaSteps = 4;  // k32 steps over 128 keys
+  static constexpr unsigned kQBytes = kGroupRows * D, kKBytes = kBlockN * D, kVBytes = D * kBlockN;
+  static constexpr bool kBlockScales = true;
+  // One box each: Q's 64 rows x d, K's 128 keys x d, V^T's d rows x 128 keys (coordinates innermost first).
+  __device__ static void load_q(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) { tma_load_4d(dst, map, bar, 0, row0, h, b); }
+  __device__ static void load_k(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) { tma_load_4d(dst, map, bar, 0, key0, hk, b); }
+  __device__ static void load_v(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) { tma_load_4d(dst, map, bar, key0, 0, hk, b); }
+
+  __device__ static std::uint64_t d_major(const void* p) { return D == 128 ? wgmma_descriptor_sw128(p) : wgmma_descriptor_sw64(p); }
+
+  __device__ static void qk(float (&sc)[16][4], const unsigned char* sQ, const unsigned char* sK) {
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < D / 32; ++k) {
+      wgmma_m64n128k32_e4m3_ss(reinterpret_cast<float(&)[64]>(sc), wgmma_descriptor_advance(d_major(sQ), k), wgmma_descriptor_advance(d_major(sK), k), k > 0);
+    }
+    wgmma_commit();
+  }
+  // k32 step kk covers S's n8 blocks 4 kk .. 4 kk + 3: a[0] = row g's pairs of blocks 0 and 1, a[1] row g + 8's,
+  // a[2] and a[3] the same of blocks 2 and 3 (hence V^T's key order, fp8_key_of_slot).
+  __device__ static void pack(std::uint32_t (&pa)[kPaSteps][4], const float (&sc)[16][4]) {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const float(&b0)[4] = sc[4 * kk];
+      const float(&b1)[4] = sc[4 * kk + 1];
+      const float(&b2)[4] = sc[4 * kk + 2];
+      const float(&b3)[4] = sc[4 * kk + 3];
+      pa[kk][0] = e4m3x4(b0[0], b0[1], b1[0], b1[1]);
+      pa[kk][1] = e4m3x4(b0[2], b0[3], b1[2], b1[3]);
+      pa[kk][2] = e4m3x4(b2[0], b2[1], b3[0], b3[1]);
+      pa[kk][3] = e4m3x4(b2[2], b2[3], b3[2], b3[3]);
+    }
+  }
+  __device__ static void pv(float (&o)[D / 8][4], const std::uint32_t (&pa)[kPaSteps][4], const unsigned char* sVt) {
+    const std::uint64_t b = wgmma_descriptor_sw128(sVt);  // d rows of 128 keys (128 bytes)
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      if constexpr (D == 128) {
+        wgmma_m64n128k32_e4m3_rs(reinterpret_cast<float(&)[64]>(o), pa[kk], wgmma_descriptor_advance(b, kk), 1);
+      } else {
+        wgmma_m64n64k32_e4m3_rs(reinterpret_cast<float(&)[32]>(o), pa[kk], wgmma_descriptor_advance(b, kk), 1);
+      }
+    }
+    wgmma_commit();
+  }
+};
+
+// --- preparation ---------------------------------------------------------------------------------------------
+template <class In>
+__device__ inline float wide_value(const In* p) {
+  if constexpr (std::is_same_v<In, float>) {
+    return *p;
+  } else if constexpr (std::is_same_v<In, __nv_bfloat16>) {
+    return __bfloat162float(*p);
+  } else {
+    return __half2float(*p);
+  }
+}
+
+constexpr int kPrepThreads = 256;
+
+// One CTA per block of 128 rows of one head: the block's largest magnitude, its exponent, the e4m3 values.
+template <class In>
+__global__ void __launch_bounds__(kPrepThreads) quantize_e4m3_blocks_kernel(const Strided x, int heads, int rows, int dim, std::uint8_t* out, int* exponents,
+                                                                           int* first_inexact) {
+  const int block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int r0 = block * kFp8BlockRows, count = min(kFp8BlockRows, rows - r0) * dim;
+  const In* src = static_cast<const In*>(x.data) + b * x.batch + h * x.head;
+  const auto at = [&](int i) { return src + (r0 + i / dim) * x.row + i % dim; };
+  float amax = 0.f;
+  for (int i = threadIdx.x; i < count; i += kPrepThreads) amax = fmaxf(amax, fabsf(wide_value(at(i))));
+  for (int lane_mask = 16; lane_mask > 0; lane_mask /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, lane_mask));
+  __shared__ float warp_max[kPrepThreads / 32];
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
+  __syncthreads();
+  for (int w = 0; w < kPrepThreads / 32; ++w) amax = fmaxf(amax, warp_max[w]);
+  const int e = e4m3_block_exponent_of_float(amax);
+  std::uint8_t* dst = out + ((static_cast<std::int64_t>(b) * heads + h) * rows + r0) * dim;
+  bool exact = true;
+  for (int i = threadIdx.x; i < count; i += kPrepThreads) {
+    const float v = wide_value(at(i));
+    const __nv_fp8_storage_t q = __nv_cvt_float_to_fp8(ldexpf(v, -e), __NV_SATFINITE, __NV_E4M3);
+    exact = exact && ldexpf(__half2float(__half(__nv_cvt_fp8_to_halfraw(q, __NV_E4M3))), e) == v;
+    dst[i] = q;
+  }
+  const int index = (b * heads + h) * static_cast<int>(gridDim.x) + block;
+  if (!__syncthreads_and(exact) && threadIdx.x == 0) atomicMin(first_inexact, index);
+  if (threadIdx.x == 0) exponents[index] = e;
+}
+
+// One CTA per 32 keys of one head: V's 32 x d bytes through shared memory into V^T's d rows, in slot order.
+__global__ void __launch_bounds__(kPrepThreads) transpose_v_e4m3_kernel(const Strided v, int heads, int keys, int dim, int vt_keys, std::uint8_t* vt) {
+  const int chunk = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  __shared__ std::uint8_t tile[32][128 + 4];
+  const auto* src = static_cast<const std::uint8_t*>(v.data) + b * v.batch + h * v.head;
+  for (int i = threadIdx.x; i < 32 * dim; i += kPrepThreads) {
+    const int r = i / dim, c = i % dim, key = chunk * 32 + r;
+    tile[r][c] = key < keys ? src[static_cast<std::int64_t>(key) * v.row + c] : 0;
+  }
+  __syncthreads();
+  std::uint8_t* dst = vt + (static_cast<std::int64_t>(b) * heads + h) * dim * vt_keys + chunk * 32;
+  for (int i = threadIdx.x; i < 32 * dim; i += kPrepThreads) {
+    const int c = i / 32, slot = i % 32;
+    dst[static_cast<std::int64_t>(c) * vt_keys + slot] = tile[fp8_key_of_slot(slot)][c];
+  }
+}
+
+void require_grid(int heads, int batch, const char* what) {
+  if (heads > 65535 || batch > 65535) {
+    throw std::runtime_error(std::string(what) + ": " + std::to_string(heads) + " heads and batch " + std::to_string(batch) + ": at most 65535 of each");
+  }
+}
+
+// --- the forward ---------------------------------------------------------------------------------------------
+template <class Out, int D>
+void launch_fp8(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& vt, const ForwardParams& p, const BlockExponents& ex, cudaStream_t stream) {
+  using Ops = E4m3Ops<Out, D>;
+  constexpr int kStages = 2;
+  constexpr std::size_t bytes = ws_smem_bytes<Ops, kStages, false>();
+  auto* kernel = fa3_forward_ws_kernel<Ops, kStages, true, true, Fa3Rule, false>;
+  allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3.fp8");
+  kernel<<<grid_of(p.shape, kCtaRows, "cuda.fa3.fp8"), kWsThreads, bytes, stream>>>(q, k, vt, p, WorkTiles{}, ex);
+}
+
+}  // namespace
+
+bool fa3_fp8_supports(const ForwardParams& p) {
+  const AttentionShapeParams& s = p.shape;
+  if ((s.head_dim != 64 && s.head_dim != 128) || s.heads_kv < 1 || s.heads_q % s.heads_kv != 0) return false;
+  for (const auto& [x, heads, rows] : {std::tuple{&p.q, s.heads_q, s.seq_q}, std::tuple{&p.k, s.heads_kv, s.seq_k}}) {
+    if (!strides_of(*x, s.batch, heads, rows, s.head_dim).valid(16) || reinterpret_cast<std::uintptr_t>(x->data) % 16 != 0) return false;
+  }
+  return true;
+}
+
+void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
+  const ForwardParams& p = f.p;
+  const AttentionShapeParams& s = p.shape;
+  if (!fa3_fp8_supports(p)) {
+    throw std::runtime_error("cuda.fa3.fp8: head dim 64 or 128 (got " + std::to_string(s.head_dim) +
+                             "), heads_q a multiple of heads_kv, a 16-byte aligned base and strides that are multiples of 16 bytes only");
+  }
+  const int d = s.head_dim, vt_keys = fp8_vt_keys(s.seq_k);
+  const MapStrides mq = strides_of(p.q, s.batch, s.heads_q, s.seq_q, d), mk = strides_of(p.k, s.batch, s.heads_kv, s.seq_k, d);
+  const CUtensorMap q = make_tensor_map_e4m3_bhnd(p.q.data, s.batch, s.heads_q, s.seq_q, d, mq.batch, mq.head, mq.row, d, kGroupRows);
+  const CUtensorMap k = make_tensor_map_e4m3_bhnd(p.k.data, s.batch, s.heads_kv, s.seq_k, d, mk.batch, mk.head, mk.row, d, kBlockN);
+  const std::int64_t vt_head = static_cast<std::int64_t>(d) * vt_keys;
+  const CUtensorMap vt = make_tensor_map_e4m3_bhnd(f.vt, s.batch, s.heads_kv, d, vt_keys, vt_head * s.heads_kv, vt_head, vt_keys, kBlockN, d);
+  const BlockExponents ex{f.q_exponents, f.k_exponents, f.v_exponents, (s.seq_q + kFp8BlockRows - 1) / kFp8BlockRows,
+                          (s.seq_k + kFp8BlockRows - 1) / kFp8BlockRows};
+  const bool fp16 = p.type == StorageType::fp16;
+  if (d == 128) {
+    fp16 ? launch_fp8<__half, 128>(q, k, vt, p, ex, stream) : launch_fp8<__nv_bfloat16, 128>(q, k, vt, p, ex, stream);
+  } else {
+    fp16 ? launch_fp8<__half, 64>(q, k, vt, p, ex, stream) : launch_fp8<__nv_bfloat16, 64>(q, k, vt, p, ex, stream);
+  }
+  check_launch("cuda.fa3.fp8 forward");
+}
+
+void quantize_e4m3_blocks(const Strided& x, WideType type, int batch, int heads, int rows, int dim, void* out, int* exponents, int* first_inexact,
+                          cudaStream_t stream) {
+  require_grid(heads, batch, "cuda.fa3.fp8 quantize");
+  const dim3 grid((rows + kFp8BlockRows - 1) / kFp8BlockRows, heads, batch);
+  auto* dst = static_cast<std::uint8_t*>(out);
+  switch (type) {
+    case WideType::fp32: quantize_e4m3_blocks_kernel<float><<<grid, kPrepThreads, 0, stream>>>(x, heads, rows, dim, dst, exponents, first_inexact); break;
+    case WideType::bf16: quantize_e4m3_blocks_kernel<__nv_bfloat16><<<grid, kPrepThreads, 0, stream>>>(x, heads, rows, dim, dst, exponents, first_inexact); break;
+    case WideType::fp16: quantize_e4m3_blocks_kernel<__half><<<grid, kPrepThreads, 0, stream>>>(x, heads, rows, dim, dst, exponents, first_inexact); break;
+  }
+  check_launch("cuda.fa3.fp8 quantize");
+}
+
+void transpose_v_e4m3(const Strided& v, int batch, int heads, int keys, int dim, void* vt, cudaStream_t stream) {
+  require_grid(heads, batch, "cuda.fa3.fp8 V transpose");
+  if (dim > 128) throw std::runtime_error("cuda.fa3.fp8 V transpose: head dim " + std::to_string(dim) + " (at most 128)");
+  const int vt_keys = fp8_vt_keys(keys);
+  transpose_v_e4m3_kernel<<<dim3(vt_keys / 32, heads, batch), kPrepThreads, 0, stream>>>(v, heads, keys, dim, vt_keys, static_cast<std::uint8_t*>(vt));
+  check_launch("cuda.fa3.fp8 V transpose");
+}
+
+}  // namespace fc::kernels::cuda

@@ -1,0 +1,49 @@
+// cuda.fa3.fp8's kernels (fa3_fp8_kernels.cu): FlashAttention-3's FP8 forward on Hopper (QGMMA), the
+// numerics of cpu.fa3.fp8 (kernels/cpu/flash_attention.hpp): e4m3 Q, K, V, each with a power-of-two scale per
+// block of 128 rows; S = Q K^T in fp32; P rounded to e4m3 before O += P V; O stored in bf16 or fp16 (p.type),
+// L in fp32. The preparation is separate kernels: quantize_e4m3_blocks (wider tensors to e4m3 and their block
+// exponents) and transpose_v_e4m3 (V^T, which QGMMA needs K-major). Each entry point throws
+// std::runtime_error naming the kernel and the CUDA error.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/attention_params.hpp"
+
+namespace fc::kernels::cuda {
+
+constexpr int kFp8BlockRows = 128;  // rows of Q, K and V per block exponent (cpu.fa3.fp8's block_q and block_k)
+
+// Keys of V^T per row: Nk rounded up to the 128-key tile (the padding holds zeros).
+inline int fp8_vt_keys(int seq_k) { return (seq_k + 127) / 128 * 128; }
+
+struct Fp8ForwardParams {
+  ForwardParams p;  // shape, O (p.type: bf16 or fp16), L, rounding; p.q and p.k: e4m3 (element strides = bytes)
+  const void* vt = nullptr;  // V^T: e4m3 [B, Hkv, d, fp8_vt_keys(Nk)], contiguous, keys permuted (fa3_fp8_kernels.cu)
+  // Block exponents (values = e4m3 x 2^e): Q [B, Hq, ceil(Nq / 128)], K and V [B, Hkv, ceil(Nk / 128)].
+  const int* q_exponents = nullptr;
+  const int* k_exponents = nullptr;
+  const int* v_exponents = nullptr;
+};
+
+// Head dims 64 and 128; strides TMA can describe (multiples of 16 bytes, a 16-byte aligned base).
+bool fa3_fp8_supports(const ForwardParams& p);
+void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream);
+
+// The formats quantize_e4m3_blocks reads.
+enum class WideType : std::uint8_t { fp32, bf16, fp16 };
+
+// x ([B, H, N, d], strided) as e4m3 values times a power of two per block of 128 rows of a head: exponents[(b H
+// + h) blocks + i] = e4m3_block_exponent_of_float(the block's largest magnitude) and out (contiguous e4m3
+// [B, H, N, d]) = x 2^-e rounded to nearest. Where that rounding is not exact (x is not e4m3 times its block's
+// scale), *first_inexact is lowered to the block's index (b H + h) blocks + i; the caller sets it to INT_MAX first.
+void quantize_e4m3_blocks(const Strided& x, WideType type, int batch, int heads, int rows, int dim, void* out, int* exponents, int* first_inexact,
+                          cudaStream_t stream);
+
+// V^T of an e4m3 V ([B, H, Nk, d], strided): vt [B, H, d, fp8_vt_keys(Nk)] with the keys of every 32 in the
+// order cuda.fa3.fp8's P fragments hold them (fa3_fp8_kernels.cu, fp8_key_of_slot), zeros past Nk.
+void transpose_v_e4m3(const Strided& v, int batch, int heads, int keys, int dim, void* vt, cudaStream_t stream);
+
+}  // namespace fc::kernels::cuda

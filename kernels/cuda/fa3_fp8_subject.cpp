@@ -1,0 +1,255 @@
+// cuda.fa3.fp8: FA3's FP8 forward on Hopper (fa3_fp8_kernels.hpp) as a harness subject, the GPU twin of
+// cpu.fa3.fp8 (kernels/cpu/flash_attention.hpp), with the same option `operands`:
+//   e4m3    Q, K, V are e4m3 tensors (the policy "e4m3": O in bf16, L in fp32); their block exponents are 0;
+//   scaled  Q, K, V are fp32, bf16 or fp16 tensors holding e4m3 values times a power of two per block of 128
+//           rows (what a quantizer with per-block scales produces, fa3-accuracy's input); the subject finds
+//           each block's exponent by the quantizer's rule (e4m3_block_exponent_of_float) on the GPU and
+//           refuses a value that is not e4m3 times it, as cpu.fa3.fp8 does.
+// Every call also writes V^T (the FP8 product's B operand must be K-major). O is stored in bf16 or fp16, RN or
+// SR with the CPU backends' Philox words.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <memory>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/attention_call.hpp"
+#include "kernels/cuda/cuda_subjects.hpp"
+#include "kernels/cuda/device_fill.hpp"
+#include "kernels/cuda/device_memory.hpp"
+#include "kernels/cuda/fa3_fp8_kernels.hpp"
+#include "kernels/cuda/shape_params.hpp"
+#include "kernels/tensor_io.hpp"
+
+namespace fc::kernels::cuda {
+namespace {
+
+// A head's V blocks may differ in exponent by at most this: O is kept in units of the current V block's scale
+// and multiplied by 2^(e_old - e_new) at each V tile (fa3_forward.cuh), which must neither overflow fp32 (O's
+// units can hold up to Nk 448 < 2^29 for Nk < 2^20: 2^29 2^64 < 2^127) nor push a product of two e4m3
+// values (>= 2^-18) below fp32's normal range (2^-18 2^-64 > 2^-126).
+constexpr int kMaxVExponentSpread = 64;
+
+int blocks_of(int rows) { return (rows + kFp8BlockRows - 1) / kFp8BlockRows; }
+
+class CudaFa3Fp8 final : public Subject {
+ public:
+  CudaFa3Fp8() {
+    info_.name = "cuda.fa3.fp8";
+    info_.description =
+        "FA3's FP8 forward on Hopper: cuda.fa3's pipeline on the FP8 tensor cores (QGMMA m64n128k32): e4m3 Q, K, V with a power-of-two "
+        "scale per block of 128 rows, S in fp32, P rounded to e4m3 before P V (V^T written first), O in bf16 or fp16; cpu.fa3.fp8's numerics";
+    info_.family = Family::attention;
+    info_.ops = {Op::fwd};
+    info_.accumulate_formats = {Format::fp32};
+    info_.head_dims = {64, 128};
+    info_.max_head_dim = 128;
+    info_.masks = {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right};
+    info_.separate_dv = false;
+    info_.stochastic_rounding = true;
+    info_.deterministic = true;
+    info_.host_allocations_counted = false;
+    info_.device = device_name();
+    refresh_options();
+  }
+
+  const SubjectInfo& info() const override { return info_; }
+
+  void set_option(const std::string& name, const std::string& value) override {
+    if (name == "operands") {
+      if (value != "e4m3" && value != "scaled") throw SubjectError(info_.name + ": operands=" + value + ": e4m3 or scaled");
+      scaled_ = value == "scaled";
+    } else if (name == "block_q" || name == "block_k") {
+      if (value != std::to_string(kFp8BlockRows)) throw SubjectError(info_.name + ": " + name + "=" + value + ": the kernels' blocks are 128 rows");
+    } else {
+      throw SubjectError(info_.name + ": no option " + name + " (operands, block_q, block_k)");
+    }
+    refresh_options();
+  }
+
+  void run(Op op, const AttentionCall& c) override {
+    validate_call(info_, op, c);
+    const StorageType out = require_policy(c.policy);
+    for (auto [t, what] : {std::pair{&c.q, "Q"}, std::pair{&c.k, "K"}, std::pair{&c.v, "V"}}) require_finite(*t, info_.name, what);
+    const std::string& who = info_.name;
+    const AttentionShape& sh = c.shape;
+    DeviceInput q = to_device(c.q, who, "Q"), k = to_device(c.k, who, "K"), v = to_device(c.v, who, "V");
+    Operands ops(sh, who);
+    run_kernels(who, "preparing the operands", [&] { prepare(ops, sh, c.policy.format(Role::q), q.view, k.view, v.view, scaled_); });
+    if (scaled_) check_scaled(ops, sh);
+    const std::size_t rows = static_cast<std::size_t>(sh.batch) * sh.heads_q * sh.seq_q;
+    DeviceOutput o = device_output(c.out_o, who, "O");
+    DeviceBuffer lse(rows * sizeof(float), who, "L");
+    Fp8ForwardParams f = forward_params(ops, sh, c.mask, c.scale, out);
+    f.p.o = o.view, f.p.lse = static_cast<float*>(lse.get());
+    f.p.rounding = {c.policy.rounding == Rounding::stochastic, c.policy.seed}, f.p.o_stream = c.policy.stream(Role::o).stream;
+    run_kernels(who, "forward", [&] { fa3_fp8_forward(f, nullptr); });
+    to_host(o, c.out_o, who, "O");
+    if (!c.out_lse.empty()) {
+      std::vector<float> l(rows);
+      check_cuda(cudaMemcpy(l.data(), lse.get(), l.size() * sizeof(float), cudaMemcpyDeviceToHost), who, "copying back L");
+      write_from(c.out_lse, std::span<const float>(l), Rounding::nearest_even);
+    }
+  }
+
+  // The forward as run() does it on device-made inputs: e4m3 operands (from N(0, 1) bf16 values quantized with
+  // block scales) time V's transpose and the forward; scaled bf16 or fp16 operands also the quantization.
+  std::optional<Timing> time(const TimingRequest& r) override {
+    const std::string& who = info_.name;
+    const PrecisionPolicy policy = PrecisionPolicy::uniform(r.format);
+    validate_problem(info_, r.op, r.shape, r.mask, r.scale);
+    validate_policy(info_, policy);
+    const StorageType out = require_policy(policy);
+    if (r.format == Format::fp32) throw SubjectError(who + ": timed with e4m3, bf16 or fp16 operands");
+    const AttentionShape& sh = r.shape;
+    const std::size_t nq = static_cast<std::size_t>(sh.batch) * sh.heads_q * sh.seq_q * sh.head_dim;
+    const std::size_t nk = static_cast<std::size_t>(sh.batch) * sh.heads_kv * sh.seq_k * sh.head_dim;
+    const std::size_t rows = static_cast<std::size_t>(sh.batch) * sh.heads_q * sh.seq_q;
+    const StorageType wide = r.format == Format::fp16 ? StorageType::fp16 : StorageType::bf16;
+    DeviceBuffer q(nq * 2, who, "Q"), k(nk * 2, who, "K"), v(nk * 2, who, "V"), o(nq * 2, who, "O"), lse(rows * 4, who, "L");
+    run_kernels(who, "filling inputs", [&] {
+      fill_normal(q.get(), nq, wide, r.seed, 1), fill_normal(k.get(), nk, wide, r.seed, 2), fill_normal(v.get(), nk, wide, r.seed, 3);
+    });
+    const auto contiguous = [&](const DeviceBuffer& b, int heads, int n) {
+      return Strided{b.get(), static_cast<std::int64_t>(heads) * n * sh.head_dim, static_cast<std::int64_t>(n) * sh.head_dim, sh.head_dim};
+    };
+    const Format wide_format = wide == StorageType::fp16 ? Format::fp16 : Format::bf16;
+    Operands ops(sh, who);
+    const auto prepare_all = [&] {
+      prepare(ops, sh, wide_format, contiguous(q, sh.heads_q, sh.seq_q), contiguous(k, sh.heads_kv, sh.seq_k), contiguous(v, sh.heads_kv, sh.seq_k), true);
+    };
+    run_kernels(who, "preparing the operands", prepare_all);  // (e4m3: the quantized inputs the timed runs read)
+    Fp8ForwardParams f = forward_params(ops, sh, r.mask, r.scale, out);
+    const Strided o_view = contiguous(o, sh.heads_q, sh.seq_q);
+    f.p.o = StridedOut{o.get(), o_view.batch, o_view.head, o_view.row}, f.p.lse = static_cast<float*>(lse.get());
+    const Strided v_e4m3{ops.v.get(), static_cast<std::int64_t>(sh.heads_kv) * sh.seq_k * sh.head_dim, static_cast<std::int64_t>(sh.seq_k) * sh.head_dim, sh.head_dim};
+    Timing timing;
+    timing.device_bytes = static_cast<double>(q.bytes() + k.bytes() + v.bytes() + o.bytes() + lse.bytes() + ops.bytes());
+    timing.milliseconds = time_runs(who, r.warmup, r.repeats, [&] {
+      if (scaled_) {
+        prepare_all();
+      } else {
+        transpose_v_e4m3(v_e4m3, sh.batch, sh.heads_kv, sh.seq_k, sh.head_dim, ops.vt.get(), nullptr);
+      }
+      fa3_fp8_forward(f, nullptr);
+    });
+    return timing;
+  }
+
+ private:
+  // The device operands of one call: e4m3 Q, K, V (contiguous; operands=e4m3 reads the inputs in place and
+  // leaves q, k, v unused), V^T, the block exponents and the quantizer's inexact-block flag.
+  struct Operands {
+    DeviceBuffer q, k, v, vt, q_exp, k_exp, v_exp, first_inexact;
+    Strided q_view, k_view;
+    Operands(const AttentionShape& sh, const std::string& who) {
+      const std::size_t dq = static_cast<std::size_t>(sh.batch) * sh.heads_q, dk = static_cast<std::size_t>(sh.batch) * sh.heads_kv;
+      vt = DeviceBuffer(dk * sh.head_dim * fp8_vt_keys(sh.seq_k), who, "V^T");
+      q_exp = DeviceBuffer(dq * blocks_of(sh.seq_q) * sizeof(int), who, "Q's block exponents");
+      k_exp = DeviceBuffer(dk * blocks_of(sh.seq_k) * sizeof(int), who, "K's block exponents");
+      v_exp = DeviceBuffer(dk * blocks_of(sh.seq_k) * sizeof(int), who, "V's block exponents");
+      first_inexact = DeviceBuffer(3 * sizeof(int), who, "the quantizer's flags");
+    }
+    std::size_t bytes() const { return q.bytes() + k.bytes() + v.bytes() + vt.bytes() + q_exp.bytes() + k_exp.bytes() + v_exp.bytes(); }
+  };
+
+  // Launches (no wait): e4m3 operands in place with zero exponents, or (quantize) wider ones quantized with
+  // block exponents; then V^T.
+  void prepare(Operands& ops, const AttentionShape& sh, Format format, const Strided& q, const Strided& k, const Strided& v, bool quantize) const {
+    const std::string& who = info_.name;
+    const int d = sh.head_dim;
+    Strided v_e4m3 = v;
+    if (!quantize) {
+      ops.q_view = q, ops.k_view = k;
+      for (const DeviceBuffer* b : {&ops.q_exp, &ops.k_exp, &ops.v_exp}) check_cuda(cudaMemsetAsync(b->get(), 0, b->bytes()), who, "zeroing block exponents");
+    } else {
+      const WideType type = format == Format::fp32 ? WideType::fp32 : format == Format::fp16 ? WideType::fp16 : WideType::bf16;
+      const std::size_t nq = static_cast<std::size_t>(sh.batch) * sh.heads_q * sh.seq_q * d, nk = static_cast<std::size_t>(sh.batch) * sh.heads_kv * sh.seq_k * d;
+      if (ops.q.bytes() != nq) ops.q = DeviceBuffer(nq, who, "e4m3 Q"), ops.k = DeviceBuffer(nk, who, "e4m3 K"), ops.v = DeviceBuffer(nk, who, "e4m3 V");
+      const int unset[3] = {INT_MAX, INT_MAX, INT_MAX};
+      check_cuda(cudaMemcpyAsync(ops.first_inexact.get(), unset, sizeof unset, cudaMemcpyHostToDevice), who, "the quantizer's flags");
+      auto* flags = static_cast<int*>(ops.first_inexact.get());
+      quantize_e4m3_blocks(q, type, sh.batch, sh.heads_q, sh.seq_q, d, ops.q.get(), static_cast<int*>(ops.q_exp.get()), flags, nullptr);
+      quantize_e4m3_blocks(k, type, sh.batch, sh.heads_kv, sh.seq_k, d, ops.k.get(), static_cast<int*>(ops.k_exp.get()), flags + 1, nullptr);
+      quantize_e4m3_blocks(v, type, sh.batch, sh.heads_kv, sh.seq_k, d, ops.v.get(), static_cast<int*>(ops.v_exp.get()), flags + 2, nullptr);
+      const auto contiguous = [&](const DeviceBuffer& b, int heads, int n) {
+        return Strided{b.get(), static_cast<std::int64_t>(heads) * n * d, static_cast<std::int64_t>(n) * d, d};
+      };
+      ops.q_view = contiguous(ops.q, sh.heads_q, sh.seq_q), ops.k_view = contiguous(ops.k, sh.heads_kv, sh.seq_k);
+      v_e4m3 = contiguous(ops.v, sh.heads_kv, sh.seq_k);
+    }
+    transpose_v_e4m3(v_e4m3, sh.batch, sh.heads_kv, sh.seq_k, d, ops.vt.get(), nullptr);
+  }
+
+  // operands=scaled: every value e4m3 times its block's scale (cpu.fa3.fp8's rule), and V's exponents of each
+  // head within kMaxVExponentSpread.
+  void check_scaled(const Operands& ops, const AttentionShape& sh) const {
+    const std::string& who = info_.name;
+    int flags[3];
+    check_cuda(cudaMemcpy(flags, ops.first_inexact.get(), sizeof flags, cudaMemcpyDeviceToHost), who, "reading the quantizer's flags");
+    const char* names[3] = {"Q", "K", "V"};
+    for (int t = 0; t < 3; ++t) {
+      if (flags[t] == INT_MAX) continue;
+      const int blocks = blocks_of(t == 0 ? sh.seq_q : sh.seq_k);
+      std::ostringstream m;
+      m << who << ": operands=scaled, but " << names[t] << " (head " << flags[t] / blocks << ", rows " << flags[t] % blocks * kFp8BlockRows << "..) holds a value "
+        << "that is not an e4m3 value times its block's power-of-two scale (the scale of the block's largest magnitude)";
+      throw SubjectError(m.str());
+    }
+    const int blocks = blocks_of(sh.seq_k);
+    std::vector<int> e(static_cast<std::size_t>(sh.batch) * sh.heads_kv * blocks);
+    check_cuda(cudaMemcpy(e.data(), ops.v_exp.get(), e.size() * sizeof(int), cudaMemcpyDeviceToHost), who, "reading V's block exponents");
+    for (std::size_t h = 0; h * blocks < e.size(); ++h) {
+      const auto [lo, hi] = std::minmax_element(e.begin() + h * blocks, e.begin() + (h + 1) * blocks);
+      if (*hi - *lo > kMaxVExponentSpread) {
+        throw SubjectError(who + ": V's block scales of head " + std::to_string(h) + " span 2^" + std::to_string(*hi - *lo) + " (at most 2^" +
+                           std::to_string(kMaxVExponentSpread) + ": O is carried in the current block's scale)");
+      }
+    }
+  }
+
+  Fp8ForwardParams forward_params(const Operands& ops, const AttentionShape& sh, Mask mask, double scale, StorageType out) const {
+    Fp8ForwardParams f;
+    f.p.shape = shape_params(sh, mask, scale), f.p.type = out;
+    f.p.q = ops.q_view, f.p.k = ops.k_view;
+    f.vt = ops.vt.get();
+    f.q_exponents = static_cast<const int*>(ops.q_exp.get()), f.k_exponents = static_cast<const int*>(ops.k_exp.get());
+    f.v_exponents = static_cast<const int*>(ops.v_exp.get());
+    return f;
+  }
+
+  // Q, K, V in one format (e4m3, or with operands=scaled fp32, bf16 or fp16; validate_policy checked it is
+  // declared), O in bf16 or fp16, L and the accumulation in fp32.
+  StorageType require_policy(const PrecisionPolicy& policy) const {
+    const Format t = policy.format(Role::q);
+    if (policy.format(Role::k) != t || policy.format(Role::v) != t) {
+      throw SubjectError(info_.name + ": Q, K and V in one format; policy " + policy.to_string() + " mixes them");
+    }
+    const Format o = policy.format(Role::o);
+    if (o != Format::bf16 && o != Format::fp16) throw SubjectError(info_.name + ": stores O in bf16 or fp16, not " + std::string(name(o)));
+    if (policy.format(Role::stats) != Format::fp32) throw SubjectError(info_.name + ": keeps statistics in fp32");
+    return o == Format::fp16 ? StorageType::fp16 : StorageType::bf16;
+  }
+
+  void refresh_options() {
+    info_.formats = scaled_ ? std::vector<Format>{Format::fp32, Format::bf16, Format::fp16} : std::vector<Format>{Format::e4m3};
+    info_.options = {{"operands", scaled_ ? "scaled" : "e4m3",
+                      "e4m3: e4m3 tensors; scaled: fp32, bf16 or fp16 tensors holding e4m3 values times a power-of-two scale per block of 128 rows"},
+                     {"block_q", std::to_string(kFp8BlockRows), "query rows per block scale (fixed: the kernels' tile)"},
+                     {"block_k", std::to_string(kFp8BlockRows), "keys per block scale (fixed: the kernels' tile)"}};
+  }
+
+  SubjectInfo info_;
+  bool scaled_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Subject> make_cuda_fa3_fp8() { return std::make_unique<CudaFa3Fp8>(); }
+
+}  // namespace fc::kernels::cuda

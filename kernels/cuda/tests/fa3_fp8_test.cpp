@@ -1,0 +1,266 @@
+// cuda.fa3.fp8 on the GPU (Hopper only; elsewhere every test skips with the reason):
+//   - the harness against the oracle, FLASHCHECK_GPU_CASES cases (default 2000) in e4m3, and a quarter with O
+//     stochastically rounded;
+//   - agreement with cpu.fa3.fp8 (same rounding points: P to e4m3 before P V, O once) within the
+//     accumulation-order difference, on e4m3 operands and on scaled operands whose blocks carry different
+//     powers of two (the block exponents of Q, K and V in the kernel);
+//   - small shapes with tails, masks and GQA (what compute-sanitizer runs);
+//   - bad input refused with a clear error.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <rapidcheck.h>
+
+#include "gradcheck/caller.hpp"
+#include "gradcheck/checks.hpp"
+#include "gradcheck/generators.hpp"
+#include "gradcheck/inputs.hpp"
+#include "gradcheck/runner.hpp"
+#include "kernels/cpu/flash_attention.hpp"
+#include "kernels/cuda/tests/gpu_test_support.hpp"
+#include "oracle/attention.hpp"
+#include "precision/fp8.hpp"
+
+namespace fc::kernels::cuda {
+namespace {
+
+using testing::harness_cases;
+using testing::harness_seed;
+using testing::registered_subject;
+
+std::unique_ptr<Subject> fp8_subject() { return registered_subject("cuda.fa3.fp8"); }
+
+TEST(CudaFa3Fp8, PassesTheHarness) {
+  REQUIRE_HOPPER();
+  auto s = fp8_subject();
+  ASSERT_TRUE(s) << "cuda.fa3.fp8 is not registered on a Hopper GPU";
+  for (const char* policy : {"e4m3", "e4m3,round=sr,seed=5"}) {
+    gradcheck::RunOptions o;
+    o.op = Op::fwd, o.policy = PrecisionPolicy::parse(policy), o.seed = harness_seed();
+    o.cases = o.policy.rounding == Rounding::stochastic ? std::max(1, harness_cases() / 4) : harness_cases();
+    o.limits.max_seq = 300;
+    const gradcheck::RunSummary r = gradcheck::run_cases(*s, o);
+    std::cout << "cuda.fa3.fp8 fwd " << policy << ": " << r.passed << " passed, " << r.discarded << " discarded, " << r.weak << " weak of " << r.cases
+              << "; worst err/base " << r.worst_ratio << ", " << r.seconds << " s\n";
+    EXPECT_EQ(r.passed + r.discarded, r.cases) << policy << "\n" << (r.failure ? r.failure->minimal + "\n" + r.failure->report.summary() : "");
+    EXPECT_LE(10 * r.discarded, r.cases);
+  }
+}
+
+double largest(const std::vector<double>& x) {
+  double m = 0;
+  for (double e : x) m = std::max(m, std::fabs(e));
+  return m;
+}
+
+// cuda.fa3.fp8 and cpu.fa3.fp8 round at the same points (P to e4m3, O once to its format); they differ in the
+// order of fp32 sums (S on the tensor cores, the row sums) and in exp2 (ex2.approx vs libm), ~2^-20 relative.
+// Such a difference can flip P's e4m3 rounding of one term to the neighbouring value: at most 2 u_e4m3 of the
+// term for a normal P, so 2 u_e4m3 M_i in all (M_i: the magnitude O_i is summed from), or one subnormal spacing
+// 2^-9 times |V| (n 2^-9 max|V| over n keys); O's final rounding adds u_o |x| per side. Large logits amplify
+// the fp32 differences (order: as cuda_attention_test's order_term). Hence
+// |a_i - b_i| <= 2 u_e4m3 M_i + 2 u_o max(|a_i|, |b_i|) + order M_i + n 2^-9 max|V|; the ratio to it is returned.
+struct Agreement {
+  double o_ratio = 0, l_ratio = 0, differing = 0;
+};
+Agreement agreement(const gradcheck::Case& c, const gradcheck::Outputs& g, const gradcheck::Outputs& h, const std::vector<double>& q,
+                    const std::vector<double>& k, const std::vector<double>& v) {
+  const oracle::AttentionMagnitudes m =
+      oracle::attention_magnitudes(gradcheck::to_problem(c), {q, k, v}, std::vector<double>(q.size()), {q, k, v});
+  const double u_p = unit_roundoff(Format::e4m3), u_o = unit_roundoff(c.policy.format(Role::o));
+  const double terms = c.shape.head_dim + c.shape.seq_k;
+  const double order = std::ldexp(terms, -24) * 2 * (1 + m.logit_max) + std::ldexp(1.0, -16);
+  const double underflow = c.shape.seq_k * std::ldexp(1.0, -9) * largest(v);
+  Agreement a;
+  const auto x = g.at("O").values(), y = h.at("O").values();
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (x[i] == y[i]) continue;
+    ++differ;
+    const double bound = 2 * u_p * m.o[i] + 2 * u_o * std::max(std::fabs(x[i]), std::fabs(y[i])) + order * m.o[i] + underflow;
+    a.o_ratio = std::max(a.o_ratio, std::isnan(x[i]) || std::isnan(y[i]) ? INFINITY : std::fabs(x[i] - y[i]) / bound);
+  }
+  a.differing = x.empty() ? 0 : static_cast<double>(differ) / static_cast<double>(x.size());
+  const auto lg = g.at("L").values(), lc = h.at("L").values();
+  for (std::size_t j = 0; j < lg.size(); ++j) {
+    if (std::isinf(lg[j]) || std::isinf(lc[j])) {
+      if (lg[j] != lc[j]) a.l_ratio = INFINITY;
+      continue;
+    }
+    a.l_ratio = std::max(a.l_ratio, std::fabs(lg[j] - lc[j]) / (std::ldexp(1.0, -16) * (1 + std::fabs(lc[j]))));
+  }
+  return a;
+}
+
+TEST(CudaFa3Fp8, AgreesWithCpuFa3Fp8WithinTheAccumulationOrderDifference) {
+  REQUIRE_HOPPER();
+  auto gpu = fp8_subject();
+  ASSERT_TRUE(gpu);
+  auto cpu = cpu::make_cpu_fa3_fp8();
+  for (const char* policy_text : {"e4m3", "e4m3,o=fp16", "e4m3,round=sr,seed=9"}) {
+    const PrecisionPolicy policy = PrecisionPolicy::parse(policy_text);
+    gradcheck::GeneratorLimits limits;
+    limits.max_seq = 300;
+    const rc::Gen<gradcheck::Case> cases = gradcheck::case_generator(gpu->info(), policy, limits);
+    rc::Random random(11);
+    double worst = 0, worst_l = 0, differing = 0;
+    const int n = 60;
+    for (int i = 0; i < n; ++i) {
+      const gradcheck::Case c = cases(random.split(), 40).value();
+      const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+      gradcheck::Caller on_gpu(*gpu, c), on_cpu(*cpu, c);
+      const gradcheck::Outputs g = on_gpu.fwd(in.q, in.k, in.v), h = on_cpu.fwd(in.q, in.k, in.v);
+      const Agreement a = agreement(c, g, h, in.q.values(), in.k.values(), in.v.values());
+      EXPECT_LE(a.o_ratio, 1.0) << c.to_string();
+      EXPECT_LE(a.l_ratio, 1.0) << c.to_string();
+      worst = std::max(worst, a.o_ratio), worst_l = std::max(worst_l, a.l_ratio), differing += a.differing;
+    }
+    std::cout << "cuda.fa3.fp8 vs cpu.fa3.fp8, " << policy_text << ": worst |difference| / bound = " << worst << ", L " << worst_l
+              << " x 2^-16 (1 + |L|); O elements differing " << 100 * differing / n << "%\n";
+    // The same SR words: were the streams or the indices wrong, about half the non-representable elements
+    // would round the other way.
+    EXPECT_LT(differing / n, 0.10) << policy_text;
+  }
+}
+
+// x ([B H, n, d] values, logical order) as e4m3 values times a power of two per block of 128 rows of a head: each
+// block multiplied by 2^s (s drawn from -max_shift .. max_shift per block) and quantized by the quantizer's rule
+// (fa3-accuracy's quantize), so every block carries its own exponent.
+std::vector<double> quantize_blocks(std::vector<double> x, int heads, int n, int d, int max_shift, std::mt19937_64& gen) {
+  std::uniform_int_distribution<int> shift(-max_shift, max_shift);
+  for (int h = 0; h < heads; ++h) {
+    for (int r0 = 0; r0 < n; r0 += 128) {
+      double* p = &x[(static_cast<std::size_t>(h) * n + r0) * d];
+      const std::size_t count = static_cast<std::size_t>(std::min(128, n - r0)) * d;
+      const int s = shift(gen);
+      double amax = 0;
+      for (std::size_t i = 0; i < count; ++i) p[i] = std::ldexp(p[i], s), amax = std::max(amax, std::fabs(p[i]));
+      const int e = e4m3_block_exponent(amax);
+      for (std::size_t i = 0; i < count; ++i) p[i] = std::ldexp(to_double(round_to_e4m3(std::ldexp(p[i], -e), Rounding::nearest_even)), e);
+    }
+  }
+  return x;
+}
+
+TEST(CudaFa3Fp8, ScaledOperandsWithPerBlockExponentsAgreeWithCpuFa3Fp8) {
+  REQUIRE_HOPPER();
+  auto gpu = fp8_subject();
+  ASSERT_TRUE(gpu);
+  auto cpu = cpu::make_cpu_fa3_fp8();
+  gpu->set_option("operands", "scaled"), cpu->set_option("operands", "scaled");
+  std::mt19937_64 gen(5);
+  int runs = 0;
+  for (const char* policy_text : {"fp32,o=bf16", "bf16", "fp16"}) {
+    for (int d : {64, 128}) {
+      for (Mask mask : {Mask::none, Mask::causal_bottom_right}) {
+        gradcheck::Case c;
+        c.shape = {2, 4, 2, 300, 390, d, d};
+        c.mask = mask, c.scale = 1 / std::sqrt(static_cast<double>(d));
+        c.policy = PrecisionPolicy::parse(policy_text);
+        c.seed = 100 + runs;
+        gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+        // (each head's blocks shifted by up to 2^20 either way: the exponents of S's tiles, and V's, which O's
+        // rescale carries from tile to tile; fp16, whose range would not hold the shifts, unshifted)
+        std::mt19937_64 g2(gen());
+        const bool narrow = c.policy.format(Role::q) == Format::fp16;
+        const int shift = narrow ? 0 : 20;
+        const std::vector<double> q = quantize_blocks(in.q.values(), 2 * 4, 300, d, shift, g2), k = quantize_blocks(in.k.values(), 2 * 2, 390, d, shift, g2),
+                                  v = quantize_blocks(in.v.values(), 2 * 2, 390, d, shift, g2);
+        in.q.assign(q), in.k.assign(k), in.v.assign(v);
+        ASSERT_EQ(in.q.values(), q) << "the scaled values must be exact in " << policy_text;
+        gradcheck::Caller on_gpu(*gpu, c), on_cpu(*cpu, c);
+        const gradcheck::Outputs g = on_gpu.fwd(in.q, in.k, in.v), h = on_cpu.fwd(in.q, in.k, in.v);
+        const Agreement a = agreement(c, g, h, q, k, v);
+        std::cout << "scaled " << policy_text << " d=" << d << " " << c.to_string() << ": |difference| / bound " << a.o_ratio << ", L " << a.l_ratio
+                  << ", differing " << 100 * a.differing << "%\n";
+        EXPECT_LE(a.o_ratio, 1.0) << c.to_string();
+        EXPECT_LE(a.l_ratio, 1.0) << c.to_string();
+        EXPECT_LT(a.differing, 0.10) << c.to_string();
+        ++runs;
+      }
+    }
+  }
+}
+
+// Tails (1, 7, 65, 130 queries; 1, 63, 130 keys), every mask, GQA, both layouts: finite O, agreement with
+// cpu.fa3.fp8 (the bound above). What compute-sanitizer runs.
+TEST(CudaFa3Fp8, SmallShapesSweep) {
+  REQUIRE_HOPPER();
+  auto gpu = fp8_subject();
+  ASSERT_TRUE(gpu);
+  auto cpu = cpu::make_cpu_fa3_fp8();
+  for (int d : {64, 128}) {
+    for (int nq : {1, 7, 65, 130}) {
+      for (int nk : {1, 63, 130}) {
+        for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
+          gradcheck::Case c;
+          c.shape = {1, 2, 1, nq, nk, d, d};
+          c.mask = m, c.scale = 1 / std::sqrt(static_cast<double>(d));
+          c.policy = PrecisionPolicy::uniform(Format::e4m3);
+          c.layout = nq % 2 ? gradcheck::Layout::bnhd : gradcheck::Layout::bhnd;
+          c.seed = static_cast<std::uint64_t>(d * 1000 + nq * 10 + nk);
+          const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+          gradcheck::Caller on_gpu(*gpu, c), on_cpu(*cpu, c);
+          const gradcheck::Outputs g = on_gpu.fwd(in.q, in.k, in.v), h = on_cpu.fwd(in.q, in.k, in.v);
+          for (double x : g.at("O").values()) ASSERT_TRUE(std::isfinite(x)) << c.to_string();
+          const Agreement a = agreement(c, g, h, in.q.values(), in.k.values(), in.v.values());
+          EXPECT_LE(a.o_ratio, 1.0) << c.to_string();
+          EXPECT_LE(a.l_ratio, 1.0) << c.to_string();
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaFa3Fp8, BadInputIsRefusedWithAClearError) {
+  REQUIRE_HOPPER();
+  auto gpu = fp8_subject();
+  ASSERT_TRUE(gpu);
+  const auto message = [&](const gradcheck::Case& c, const gradcheck::CaseInputs& in) -> std::string {
+    gradcheck::Caller call(*gpu, c);
+    try {
+      call.fwd(in.q, in.k, in.v);
+    } catch (const SubjectError& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  gradcheck::Case c;
+  c.shape = {1, 1, 1, 5, 5, 64, 64};
+  c.policy = PrecisionPolicy::uniform(Format::e4m3);
+  c.scale = 0.125;
+  gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+  std::vector<double> poisoned = in.q.values();
+  poisoned[3] = std::nan("");
+  in.q.assign(poisoned);
+  EXPECT_NE(message(c, in).find("non-finite"), std::string::npos) << message(c, in);
+  gradcheck::Case odd = c;
+  odd.shape.head_dim = odd.shape.head_dim_v = 96;
+  EXPECT_NE(message(odd, gradcheck::make_inputs(odd)).find("head"), std::string::npos) << message(odd, gradcheck::make_inputs(odd));
+  gradcheck::Case wide_o = c;
+  wide_o.policy = PrecisionPolicy::parse("e4m3,o=fp32");
+  EXPECT_NE(message(wide_o, gradcheck::make_inputs(wide_o)).find("bf16 or fp16"), std::string::npos);
+  // operands=scaled: 0.3 in bf16 is not an e4m3 value times the block's scale (its block's largest is 1, scale 2^-8)
+  gpu->set_option("operands", "scaled");
+  gradcheck::Case scaled = c;
+  scaled.policy = PrecisionPolicy::uniform(Format::bf16);
+  gradcheck::CaseInputs sin = gradcheck::make_inputs(scaled);
+  std::vector<double> k(sin.k.values().size(), 0.5);
+  k[0] = 1, k[7] = 0.3;
+  sin.k.assign(k);
+  std::vector<double> q(sin.q.values().size(), 0.25);
+  sin.q.assign(q), sin.v.assign(q);
+  const std::string m = message(scaled, sin);
+  EXPECT_NE(m.find("operands=scaled, but K"), std::string::npos) << m;
+  gpu->set_option("operands", "e4m3");
+  EXPECT_THROW(gpu->set_option("block_q", "64"), SubjectError);
+}
+
+}  // namespace
+}  // namespace fc::kernels::cuda
