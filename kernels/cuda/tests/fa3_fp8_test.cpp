@@ -12,6 +12,7 @@
 #include <cmath>
 #include <iostream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -59,43 +60,130 @@ double largest(const std::vector<double>& x) {
   return m;
 }
 
-// cuda.fa3.fp8 and cpu.fa3.fp8 round at the same points (P to e4m3, O once to its format); they differ in the
-// order of fp32 sums (S on the tensor cores, the row sums) and in exp2 (ex2.approx vs libm), ~2^-20 relative.
-// Such a difference can flip P's e4m3 rounding of one term to the neighbouring value: at most 2 u_e4m3 of the
-// term for a normal P, so 2 u_e4m3 M_i in all (M_i: the magnitude O_i is summed from), or one subnormal spacing
-// 2^-9 times |V| (n 2^-9 max|V| over n keys); O's final rounding adds u_o |x| per side. Large logits amplify
-// the fp32 differences (order: as cuda_attention_test's order_term). Hence
-// |a_i - b_i| <= 2 u_e4m3 M_i + 2 u_o max(|a_i|, |b_i|) + order M_i + n 2^-9 max|V|; the ratio to it is returned.
+// Hopper's FP8 tensor cores do not accumulate in full fp32: S = Q K^T from QGMMA carries an error of up to
+// kQgmmaRelative of the sum of its terms' magnitudes, sum_c |q_c k_c| (DeepSeek-V3's report: about 14 bits kept
+// on H800). CudaFa3Fp8.QgmmaAccumulationErrorIsWithinItsBound measures it on this GPU (Nk = 1, so L = s S) and
+// checks this constant, which the agreement bounds below use.
+constexpr double kQgmmaRelative = 0x1p-11;
+
+// eta_i = |s| kQgmmaRelative max_j sum_c |q_ic k_jc|: how far QGMMA's error can move row i's logits.
+std::vector<double> logit_noise(const gradcheck::Case& c, const std::vector<double>& q, const std::vector<double>& k) {
+  const auto& sh = c.shape;
+  const int d = sh.head_dim, group = sh.heads_q / sh.heads_kv;
+  std::vector<double> eta(static_cast<std::size_t>(sh.batch) * sh.heads_q * sh.seq_q, 0.0);
+  for (int b = 0; b < sh.batch; ++b) {
+    for (int h = 0; h < sh.heads_q; ++h) {
+      const double* K = &k[(static_cast<std::size_t>(b) * sh.heads_kv + h / group) * sh.seq_k * d];
+      for (int i = 0; i < sh.seq_q; ++i) {
+        const std::size_t row = (static_cast<std::size_t>(b) * sh.heads_q + h) * sh.seq_q + i;
+        const double* Q = &q[row * d];
+        double most = 0;
+        for (int j = 0; j < sh.seq_k; ++j) {
+          double m = 0;
+          for (int x = 0; x < d; ++x) m += std::fabs(Q[x] * K[static_cast<std::size_t>(j) * d + x]);
+          most = std::max(most, m);
+        }
+        eta[row] = std::fabs(c.scale) * kQgmmaRelative * most;
+      }
+    }
+  }
+  return eta;
+}
+
+// cuda.fa3.fp8 and cpu.fa3.fp8 round at the same points (P to e4m3, O once to its format); they differ in S's
+// accumulation (QGMMA's, above, against the CPU's fp32), in the order of the fp32 row sums and in exp2
+// (ex2.approx vs libm, ~2^-22). Row i's logits s S_ij move by at most eta_i, so P_ij / l_i by a factor within
+// exp(+-2 eta_i) and O_i by (exp(2 eta_i) - 1) M_i (M_i: the magnitude O_i is summed from, sum_j P_ij |V_j| / l_i);
+// L_i by eta_i. Such a move can also flip P's e4m3 rounding of a term to the neighbouring value: at most
+// 2 u_e4m3 of the term for a normal P (2 u_e4m3 M_i in all) or one subnormal spacing 2^-9 |V| (n 2^-9 max|V| over
+// n keys); O's final rounding adds u_o |x| per side. Hence
+//   |O_a - O_b| <= (2 u_e4m3 + exp(2 eta_i) - 1 + 2^-16) M_i + 2 u_o max(|O_a|, |O_b|) + n 2^-9 max|V|,
+//   |L_a - L_b| <= eta_i + 2^-16 (1 + |L|);
+// the ratios to these bounds are returned, and where the worst sits.
 struct Agreement {
   double o_ratio = 0, l_ratio = 0, differing = 0;
+  std::string worst;
 };
 Agreement agreement(const gradcheck::Case& c, const gradcheck::Outputs& g, const gradcheck::Outputs& h, const std::vector<double>& q,
                     const std::vector<double>& k, const std::vector<double>& v) {
   const oracle::AttentionMagnitudes m =
       oracle::attention_magnitudes(gradcheck::to_problem(c), {q, k, v}, std::vector<double>(q.size()), {q, k, v});
+  const std::vector<double> eta = logit_noise(c, q, k);
   const double u_p = unit_roundoff(Format::e4m3), u_o = unit_roundoff(c.policy.format(Role::o));
-  const double terms = c.shape.head_dim + c.shape.seq_k;
-  const double order = std::ldexp(terms, -24) * 2 * (1 + m.logit_max) + std::ldexp(1.0, -16);
   const double underflow = c.shape.seq_k * std::ldexp(1.0, -9) * largest(v);
+  const int dv = c.shape.head_dim_v;
   Agreement a;
   const auto x = g.at("O").values(), y = h.at("O").values();
   std::size_t differ = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     if (x[i] == y[i]) continue;
     ++differ;
-    const double bound = 2 * u_p * m.o[i] + 2 * u_o * std::max(std::fabs(x[i]), std::fabs(y[i])) + order * m.o[i] + underflow;
-    a.o_ratio = std::max(a.o_ratio, std::isnan(x[i]) || std::isnan(y[i]) ? INFINITY : std::fabs(x[i] - y[i]) / bound);
+    const double e = eta[i / dv];
+    const double bound = (2 * u_p + std::expm1(2 * e) + std::ldexp(1.0, -16)) * m.o[i] + 2 * u_o * std::max(std::fabs(x[i]), std::fabs(y[i])) + underflow;
+    const double r = std::isnan(x[i]) || std::isnan(y[i]) ? INFINITY : std::fabs(x[i] - y[i]) / bound;
+    if (r > a.o_ratio) {
+      std::ostringstream w;
+      w << "O[" << i << "]: gpu " << x[i] << " cpu " << y[i] << " bound " << bound << " (M " << m.o[i] << ", eta " << e << ")";
+      a.o_ratio = r, a.worst = w.str();
+    }
   }
   a.differing = x.empty() ? 0 : static_cast<double>(differ) / static_cast<double>(x.size());
   const auto lg = g.at("L").values(), lc = h.at("L").values();
   for (std::size_t j = 0; j < lg.size(); ++j) {
-    if (std::isinf(lg[j]) || std::isinf(lc[j])) {
-      if (lg[j] != lc[j]) a.l_ratio = INFINITY;
-      continue;
+    double r = 0;
+    if (std::isinf(lg[j]) || std::isinf(lc[j]) || std::isnan(lg[j]) || std::isnan(lc[j])) {
+      r = lg[j] == lc[j] ? 0 : INFINITY;
+    } else {
+      r = std::fabs(lg[j] - lc[j]) / (eta[j] + std::ldexp(1.0, -16) * (1 + std::fabs(lc[j])));
     }
-    a.l_ratio = std::max(a.l_ratio, std::fabs(lg[j] - lc[j]) / (std::ldexp(1.0, -16) * (1 + std::fabs(lc[j]))));
+    if (r > a.l_ratio) {
+      std::ostringstream w;
+      w << "L[" << j << "]: gpu " << lg[j] << " cpu " << lc[j] << " eta " << eta[j];
+      a.l_ratio = r;
+      if (r > a.o_ratio) a.worst = w.str();
+    }
   }
   return a;
+}
+
+// QGMMA's accumulation error on this GPU: one key (Nk = 1), so P = 1, l = 1 and L = s S exactly but for fp32
+// roundings (m = s S log2 e, then L = m ln 2: a few 2^-24 of |L|), compared with S in exact arithmetic. Rows
+// drawn from N(0, 1), from the outlier mix, and rows of one large term and many small ones (the alignment loss
+// the hardware shows); the worst error relative to sum_c |q_c k_c| must stay below kQgmmaRelative.
+TEST(CudaFa3Fp8, QgmmaAccumulationErrorIsWithinItsBound) {
+  REQUIRE_HOPPER();
+  auto gpu = fp8_subject();
+  ASSERT_TRUE(gpu);
+  for (int d : {64, 128}) {
+    for (const char* inputs : {"normal:1", "outliers", "spread"}) {
+      gradcheck::Case c;
+      c.shape = {1, 4, 4, 256, 1, d, d};
+      c.scale = 1.0, c.policy = PrecisionPolicy::uniform(Format::e4m3), c.seed = 7;
+      if (std::string(inputs) != "spread") c.inputs = gradcheck::InputDistribution::parse(inputs);
+      gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+      std::vector<double> q = in.q.values(), k = in.k.values();
+      if (std::string(inputs) == "spread") {  // q = (448, 1, 1, ..., 2^-9 ...) against k = 1: small terms beside a large one
+        std::mt19937_64 gen(3);
+        for (std::size_t r = 0; r < q.size() / d; ++r) {
+          for (int x = 0; x < d; ++x) q[r * d + x] = x == static_cast<int>(gen() % d) ? 448 : std::ldexp(1.0, -static_cast<int>(gen() % 10));
+        }
+        std::fill(k.begin(), k.end(), 1.0);
+        in.q.assign(q), in.k.assign(k);
+      }
+      gradcheck::Caller on_gpu(*gpu, c);
+      const auto l = on_gpu.fwd(in.q, in.k, in.v).at("L").values();
+      double worst = 0;
+      for (std::size_t row = 0; row < l.size(); ++row) {
+        const int kv = static_cast<int>(row / 256);  // (Hq = Hkv, Nk = 1: K's row of this head)
+        double s = 0, mag = 0;
+        for (int x = 0; x < d; ++x) s += q[row * d + x] * k[static_cast<std::size_t>(kv) * d + x], mag += std::fabs(q[row * d + x] * k[static_cast<std::size_t>(kv) * d + x]);
+        const double err = std::fabs(l[row] - s) - 4 * std::ldexp(std::fabs(s), -24);  // (less L's own fp32 roundings)
+        if (mag > 0) worst = std::max(worst, err / mag);
+      }
+      std::cout << "QGMMA S error, d=" << d << " " << inputs << ": worst |S_gpu - S| / sum |q k| = " << worst << " = 2^" << std::log2(worst) << "\n";
+      EXPECT_LE(worst, kQgmmaRelative) << d << " " << inputs;
+    }
+  }
 }
 
 TEST(CudaFa3Fp8, AgreesWithCpuFa3Fp8WithinTheAccumulationOrderDifference) {
@@ -117,15 +205,18 @@ TEST(CudaFa3Fp8, AgreesWithCpuFa3Fp8WithinTheAccumulationOrderDifference) {
       gradcheck::Caller on_gpu(*gpu, c), on_cpu(*cpu, c);
       const gradcheck::Outputs g = on_gpu.fwd(in.q, in.k, in.v), h = on_cpu.fwd(in.q, in.k, in.v);
       const Agreement a = agreement(c, g, h, in.q.values(), in.k.values(), in.v.values());
-      EXPECT_LE(a.o_ratio, 1.0) << c.to_string();
-      EXPECT_LE(a.l_ratio, 1.0) << c.to_string();
+      EXPECT_LE(a.o_ratio, 1.0) << c.to_string() << "\n" << a.worst;
+      EXPECT_LE(a.l_ratio, 1.0) << c.to_string() << "\n" << a.worst;
       worst = std::max(worst, a.o_ratio), worst_l = std::max(worst_l, a.l_ratio), differing += a.differing;
     }
     std::cout << "cuda.fa3.fp8 vs cpu.fa3.fp8, " << policy_text << ": worst |difference| / bound = " << worst << ", L " << worst_l
               << " x 2^-16 (1 + |L|); O elements differing " << 100 * differing / n << "%\n";
     // The same SR words: were the streams or the indices wrong, about half the non-representable elements
-    // would round the other way.
-    EXPECT_LT(differing / n, 0.10) << policy_text;
+    // would round the other way. (O in bf16 only: QGMMA's logit noise is comparable to fp16's spacing, so an
+    // fp16 O differs in more places, 13 % measured at 716f5f4 on the H200, with no SR involved.)
+    if (policy.format(Role::o) == Format::bf16) {
+      EXPECT_LT(differing / n, 0.10) << policy_text;
+    }
   }
 }
 
@@ -179,9 +270,8 @@ TEST(CudaFa3Fp8, ScaledOperandsWithPerBlockExponentsAgreeWithCpuFa3Fp8) {
         const Agreement a = agreement(c, g, h, q, k, v);
         std::cout << "scaled " << policy_text << " d=" << d << " " << c.to_string() << ": |difference| / bound " << a.o_ratio << ", L " << a.l_ratio
                   << ", differing " << 100 * a.differing << "%\n";
-        EXPECT_LE(a.o_ratio, 1.0) << c.to_string();
-        EXPECT_LE(a.l_ratio, 1.0) << c.to_string();
-        EXPECT_LT(a.differing, 0.10) << c.to_string();
+        EXPECT_LE(a.o_ratio, 1.0) << c.to_string() << "\n" << a.worst;
+        EXPECT_LE(a.l_ratio, 1.0) << c.to_string() << "\n" << a.worst;
         ++runs;
       }
     }
@@ -210,8 +300,8 @@ TEST(CudaFa3Fp8, SmallShapesSweep) {
           const gradcheck::Outputs g = on_gpu.fwd(in.q, in.k, in.v), h = on_cpu.fwd(in.q, in.k, in.v);
           for (double x : g.at("O").values()) ASSERT_TRUE(std::isfinite(x)) << c.to_string();
           const Agreement a = agreement(c, g, h, in.q.values(), in.k.values(), in.v.values());
-          EXPECT_LE(a.o_ratio, 1.0) << c.to_string();
-          EXPECT_LE(a.l_ratio, 1.0) << c.to_string();
+          EXPECT_LE(a.o_ratio, 1.0) << c.to_string() << "\n" << a.worst;
+          EXPECT_LE(a.l_ratio, 1.0) << c.to_string() << "\n" << a.worst;
         }
       }
     }
