@@ -54,19 +54,21 @@ TEST(CudaFa3Fp8, PassesTheHarness) {
   }
 }
 
-double largest(const std::vector<double>& x) {
-  double m = 0;
-  for (double e : x) m = std::max(m, std::fabs(e));
-  return m;
+// Hopper's FP8 tensor cores do not accumulate in full fp32: the products of a k32 step are aligned to the largest
+// exponent among them and the accumulator and kept to about 13 fraction bits (DeepSeek-V3's report on H800: about
+// 14 bits). So S = Q K^T from QGMMA is off by up to ~2^-13 of sum_c |q_c k_c| where the terms are alike, and more
+// where small terms sit beside a large one (each loses up to 2^-13 of the large one's scale). The bound used here,
+// per logit S_ij:
+//   |dS_ij| <= 2^-11 sum_c |q_ic k_jc| + 2^-13 d max_c |q_ic k_jc|.
+// CudaFa3Fp8.QgmmaAccumulationErrorIsWithinItsBound measures it on this GPU (Nk = 1, so L = s S): measured at
+// 54d00b5 on the H200, 2^-13.3 of the sum for N(0, 1) rows and 2^-10 for one 448 among 127 terms of 2^-9..1.
+double qgmma_bound(const double* q, const double* k, int d) {
+  double sum = 0, most = 0;
+  for (int x = 0; x < d; ++x) sum += std::fabs(q[x] * k[x]), most = std::max(most, std::fabs(q[x] * k[x]));
+  return std::ldexp(sum, -11) + std::ldexp(d * most, -13);
 }
 
-// Hopper's FP8 tensor cores do not accumulate in full fp32: S = Q K^T from QGMMA carries an error of up to
-// kQgmmaRelative of the sum of its terms' magnitudes, sum_c |q_c k_c| (DeepSeek-V3's report: about 14 bits kept
-// on H800). CudaFa3Fp8.QgmmaAccumulationErrorIsWithinItsBound measures it on this GPU (Nk = 1, so L = s S) and
-// checks this constant, which the agreement bounds below use.
-constexpr double kQgmmaRelative = 0x1p-11;
-
-// eta_i = |s| kQgmmaRelative max_j sum_c |q_ic k_jc|: how far QGMMA's error can move row i's logits.
+// eta_i = |s| max_j qgmma_bound(q_i, k_j): how far QGMMA's error can move row i's logits.
 std::vector<double> logit_noise(const gradcheck::Case& c, const std::vector<double>& q, const std::vector<double>& k) {
   const auto& sh = c.shape;
   const int d = sh.head_dim, group = sh.heads_q / sh.heads_kv;
@@ -76,14 +78,9 @@ std::vector<double> logit_noise(const gradcheck::Case& c, const std::vector<doub
       const double* K = &k[(static_cast<std::size_t>(b) * sh.heads_kv + h / group) * sh.seq_k * d];
       for (int i = 0; i < sh.seq_q; ++i) {
         const std::size_t row = (static_cast<std::size_t>(b) * sh.heads_q + h) * sh.seq_q + i;
-        const double* Q = &q[row * d];
         double most = 0;
-        for (int j = 0; j < sh.seq_k; ++j) {
-          double m = 0;
-          for (int x = 0; x < d; ++x) m += std::fabs(Q[x] * K[static_cast<std::size_t>(j) * d + x]);
-          most = std::max(most, m);
-        }
-        eta[row] = std::fabs(c.scale) * kQgmmaRelative * most;
+        for (int j = 0; j < sh.seq_k; ++j) most = std::max(most, qgmma_bound(&q[row * d], &K[static_cast<std::size_t>(j) * d], d));
+        eta[row] = std::fabs(c.scale) * most;
       }
     }
   }
@@ -95,9 +92,9 @@ std::vector<double> logit_noise(const gradcheck::Case& c, const std::vector<doub
 // (ex2.approx vs libm, ~2^-22). Row i's logits s S_ij move by at most eta_i, so P_ij / l_i by a factor within
 // exp(+-2 eta_i) and O_i by (exp(2 eta_i) - 1) M_i (M_i: the magnitude O_i is summed from, sum_j P_ij |V_j| / l_i);
 // L_i by eta_i. Such a move can also flip P's e4m3 rounding of a term to the neighbouring value: at most
-// 2 u_e4m3 of the term for a normal P (2 u_e4m3 M_i in all) or one subnormal spacing 2^-9 |V| (n 2^-9 max|V| over
-// n keys); O's final rounding adds u_o |x| per side. Hence
-//   |O_a - O_b| <= (2 u_e4m3 + exp(2 eta_i) - 1 + 2^-16) M_i + 2 u_o max(|O_a|, |O_b|) + n 2^-9 max|V|,
+// 2 u_e4m3 of the term for a normal P (2 u_e4m3 M_i in all) or one subnormal spacing 2^-9 |V_jc| (2^-9 sum_j |V_jc|
+// over the keys, l_i >= 1); O's final rounding adds u_o |x| per side. Hence
+//   |O_a - O_b| <= (2 u_e4m3 + exp(2 eta_i) - 1 + 2^-16) M_i + 2 u_o max(|O_a|, |O_b|) + 2^-9 sum_j |V_jc|,
 //   |L_a - L_b| <= eta_i + 2^-16 (1 + |L|);
 // the ratios to these bounds are returned, and where the worst sits.
 struct Agreement {
@@ -110,8 +107,11 @@ Agreement agreement(const gradcheck::Case& c, const gradcheck::Outputs& g, const
       oracle::attention_magnitudes(gradcheck::to_problem(c), {q, k, v}, std::vector<double>(q.size()), {q, k, v});
   const std::vector<double> eta = logit_noise(c, q, k);
   const double u_p = unit_roundoff(Format::e4m3), u_o = unit_roundoff(c.policy.format(Role::o));
-  const double underflow = c.shape.seq_k * std::ldexp(1.0, -9) * largest(v);
-  const int dv = c.shape.head_dim_v;
+  const auto& sh = c.shape;
+  const int dv = sh.head_dim_v, group = sh.heads_q / sh.heads_kv;
+  // (the subnormal flips: 2^-9 sum_j |V_jc| over the keys of the row's kv head, l_i >= 1)
+  std::vector<double> column_sum(static_cast<std::size_t>(sh.batch) * sh.heads_kv * dv, 0.0);
+  for (std::size_t j = 0; j < v.size(); ++j) column_sum[(j / (static_cast<std::size_t>(sh.seq_k) * dv)) * dv + j % dv] += std::fabs(v[j]);
   Agreement a;
   const auto x = g.at("O").values(), y = h.at("O").values();
   std::size_t differ = 0;
@@ -119,6 +119,8 @@ Agreement agreement(const gradcheck::Case& c, const gradcheck::Outputs& g, const
     if (x[i] == y[i]) continue;
     ++differ;
     const double e = eta[i / dv];
+    const std::size_t head = i / (static_cast<std::size_t>(sh.seq_q) * dv);  // b Hq + h
+    const double underflow = std::ldexp(column_sum[((head / sh.heads_q) * sh.heads_kv + head % sh.heads_q / group) * dv + i % dv], -9);
     const double bound = (2 * u_p + std::expm1(2 * e) + std::ldexp(1.0, -16)) * m.o[i] + 2 * u_o * std::max(std::fabs(x[i]), std::fabs(y[i])) + underflow;
     const double r = std::isnan(x[i]) || std::isnan(y[i]) ? INFINITY : std::fabs(x[i] - y[i]) / bound;
     if (r > a.o_ratio) {
@@ -149,7 +151,7 @@ Agreement agreement(const gradcheck::Case& c, const gradcheck::Outputs& g, const
 // QGMMA's accumulation error on this GPU: one key (Nk = 1), so P = 1, l = 1 and L = s S exactly but for fp32
 // roundings (m = s S log2 e, then L = m ln 2: a few 2^-24 of |L|), compared with S in exact arithmetic. Rows
 // drawn from N(0, 1), from the outlier mix, and rows of one large term and many small ones (the alignment loss
-// the hardware shows); the worst error relative to sum_c |q_c k_c| must stay below kQgmmaRelative.
+// the hardware shows); the error must stay within qgmma_bound.
 TEST(CudaFa3Fp8, QgmmaAccumulationErrorIsWithinItsBound) {
   REQUIRE_HOPPER();
   auto gpu = fp8_subject();
@@ -172,16 +174,18 @@ TEST(CudaFa3Fp8, QgmmaAccumulationErrorIsWithinItsBound) {
       }
       gradcheck::Caller on_gpu(*gpu, c);
       const auto l = on_gpu.fwd(in.q, in.k, in.v).at("L").values();
-      double worst = 0;
+      double worst = 0, worst_of_sum = 0;
       for (std::size_t row = 0; row < l.size(); ++row) {
-        const int kv = static_cast<int>(row / 256);  // (Hq = Hkv, Nk = 1: K's row of this head)
-        double s = 0, mag = 0;
-        for (int x = 0; x < d; ++x) s += q[row * d + x] * k[static_cast<std::size_t>(kv) * d + x], mag += std::fabs(q[row * d + x] * k[static_cast<std::size_t>(kv) * d + x]);
-        const double err = std::fabs(l[row] - s) - 4 * std::ldexp(std::fabs(s), -24);  // (less L's own fp32 roundings)
-        if (mag > 0) worst = std::max(worst, err / mag);
+        const std::size_t kv = row / 256;  // (Hq = Hkv, Nk = 1: K's row of this head)
+        double exact = 0, sum = 0;
+        for (int x = 0; x < d; ++x) exact += q[row * d + x] * k[kv * d + x], sum += std::fabs(q[row * d + x] * k[kv * d + x]);
+        const double err = std::max(0.0, std::fabs(l[row] - exact) - 4 * std::ldexp(std::fabs(exact), -24));  // (less L's own fp32 roundings)
+        if (sum > 0) worst_of_sum = std::max(worst_of_sum, err / sum);
+        worst = std::max(worst, err / qgmma_bound(&q[row * d], &k[kv * d], d));
       }
-      std::cout << "QGMMA S error, d=" << d << " " << inputs << ": worst |S_gpu - S| / sum |q k| = " << worst << " = 2^" << std::log2(worst) << "\n";
-      EXPECT_LE(worst, kQgmmaRelative) << d << " " << inputs;
+      std::cout << "QGMMA S error, d=" << d << " " << inputs << ": worst |S_gpu - S| / sum |q k| = 2^" << std::log2(worst_of_sum)
+                << ", / the bound = " << worst << "\n";
+      EXPECT_LE(worst, 1.0) << d << " " << inputs;
     }
   }
 }
@@ -256,13 +260,15 @@ TEST(CudaFa3Fp8, ScaledOperandsWithPerBlockExponentsAgreeWithCpuFa3Fp8) {
         c.policy = PrecisionPolicy::parse(policy_text);
         c.seed = 100 + runs;
         gradcheck::CaseInputs in = gradcheck::make_inputs(c);
-        // (each head's blocks shifted by up to 2^20 either way: the exponents of S's tiles, and V's, which O's
-        // rescale carries from tile to tile; fp16, whose range would not hold the shifts, unshifted)
         std::mt19937_64 g2(gen());
         const bool narrow = c.policy.format(Role::q) == Format::fp16;
-        const int shift = narrow ? 0 : 20;
-        const std::vector<double> q = quantize_blocks(in.q.values(), 2 * 4, 300, d, shift, g2), k = quantize_blocks(in.k.values(), 2 * 2, 390, d, shift, g2),
-                                  v = quantize_blocks(in.v.values(), 2 * 2, 390, d, shift, g2);
+        // (Q's and K's blocks shifted by up to 2^4 either way, V's by up to 2^20, fp16's, whose range would not hold
+        // that, unshifted; larger logits would meet a limit every FA kernel here shares: m is the rounded product
+        // x scale2, so fma(x, scale2, -m) of the row's largest is that rounding's error, which passes 2^7, and
+        // exp2 of it fp32's range, once |x scale2| passes 2^31)
+        const int qk_shift = narrow ? 0 : 4, v_shift = narrow ? 0 : 20;
+        const std::vector<double> q = quantize_blocks(in.q.values(), 2 * 4, 300, d, qk_shift, g2), k = quantize_blocks(in.k.values(), 2 * 2, 390, d, qk_shift, g2),
+                                  v = quantize_blocks(in.v.values(), 2 * 2, 390, d, v_shift, g2);
         in.q.assign(q), in.k.assign(k), in.v.assign(v);
         ASSERT_EQ(in.q.values(), q) << "the scaled values must be exact in " << policy_text;
         gradcheck::Caller on_gpu(*gpu, c), on_cpu(*cpu, c);
