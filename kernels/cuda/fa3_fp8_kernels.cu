@@ -146,20 +146,28 @@ __global__ void __launch_bounds__(kPrepThreads) quantize_e4m3_blocks_kernel(cons
   if (threadIdx.x == 0) exponents[index] = e;
 }
 
-// One CTA per 32 keys of one head: V's 32 x d bytes through shared memory into V^T's d rows, in slot order.
+// One CTA per 128 keys of one head: V's 128 x d bytes in 16-byte vectors into shared memory, then V^T's d rows
+// of 128 slots out in 16-byte vectors, each gathered from the column in slot order (fp8_key_of_slot per 32).
 __global__ void __launch_bounds__(kPrepThreads) transpose_v_e4m3_kernel(const Strided v, int heads, int keys, int dim, int vt_keys, std::uint8_t* vt) {
-  const int chunk = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  __shared__ std::uint8_t tile[32][128 + 4];
+  const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  __shared__ alignas(16) std::uint8_t t[kBlockN][128 + 16];  // (+16: rows 144 bytes apart spread a column over the banks)
   const auto* src = static_cast<const std::uint8_t*>(v.data) + b * v.batch + h * v.head;
-  for (int i = threadIdx.x; i < 32 * dim; i += kPrepThreads) {
-    const int r = i / dim, c = i % dim, key = chunk * 32 + r;
-    tile[r][c] = key < keys ? src[static_cast<std::int64_t>(key) * v.row + c] : 0;
+  const int vectors = dim / 16;
+  for (int i = threadIdx.x; i < kBlockN * vectors; i += kPrepThreads) {
+    const int r = i / vectors, c = 16 * (i % vectors), key = tile * kBlockN + r;
+    *reinterpret_cast<uint4*>(&t[r][c]) = key < keys ? *reinterpret_cast<const uint4*>(src + static_cast<std::int64_t>(key) * v.row + c) : make_uint4(0, 0, 0, 0);
   }
   __syncthreads();
-  std::uint8_t* dst = vt + (static_cast<std::int64_t>(b) * heads + h) * dim * vt_keys + chunk * 32;
-  for (int i = threadIdx.x; i < 32 * dim; i += kPrepThreads) {
-    const int c = i / 32, slot = i % 32;
-    dst[static_cast<std::int64_t>(c) * vt_keys + slot] = tile[fp8_key_of_slot(slot)][c];
+  std::uint8_t* dst = vt + (static_cast<std::int64_t>(b) * heads + h) * dim * vt_keys + tile * kBlockN;
+  for (int i = threadIdx.x; i < dim * (kBlockN / 16); i += kPrepThreads) {
+    const int c = i / (kBlockN / 16), slot0 = 16 * (i % (kBlockN / 16));
+    alignas(16) std::uint8_t out[16];
+#pragma unroll
+    for (int s = 0; s < 16; ++s) {
+      const int slot = slot0 + s;
+      out[s] = t[32 * (slot / 32) + fp8_key_of_slot(slot % 32)][c];
+    }
+    *reinterpret_cast<uint4*>(dst + static_cast<std::int64_t>(c) * vt_keys + slot0) = *reinterpret_cast<const uint4*>(out);
   }
 }
 
@@ -170,14 +178,19 @@ void require_grid(int heads, int batch, const char* what) {
 }
 
 // --- the forward ---------------------------------------------------------------------------------------------
-template <class Out, int D>
-void launch_fp8(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& vt, const ForwardParams& p, const BlockExponents& ex, cudaStream_t stream) {
+template <class Out, int D, int Stages>
+void launch_fp8_stages(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& vt, const ForwardParams& p, const BlockExponents& ex, cudaStream_t stream) {
   using Ops = E4m3Ops<Out, D>;
-  constexpr int kStages = 2;
-  constexpr std::size_t bytes = ws_smem_bytes<Ops, kStages, false>();
-  auto* kernel = fa3_forward_ws_kernel<Ops, kStages, true, true, Fa3Rule, false>;
+  constexpr std::size_t bytes = ws_smem_bytes<Ops, Stages, false>();
+  auto* kernel = fa3_forward_ws_kernel<Ops, Stages, true, true, Fa3Rule, false>;
   allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3.fp8");
   kernel<<<grid_of(p.shape, kCtaRows, "cuda.fa3.fp8"), kWsThreads, bytes, stream>>>(q, k, vt, p, WorkTiles{}, ex);
+}
+template <class Out, int D>
+void launch_fp8(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& vt, const ForwardParams& p, const BlockExponents& ex, int stages, cudaStream_t stream) {
+  if (stages == 3) return launch_fp8_stages<Out, D, 3>(q, k, vt, p, ex, stream);
+  if (stages != 2) throw std::runtime_error("cuda.fa3.fp8: " + std::to_string(stages) + " stages (2 or 3)");
+  launch_fp8_stages<Out, D, 2>(q, k, vt, p, ex, stream);
 }
 
 }  // namespace
@@ -208,9 +221,9 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
                           (s.seq_k + kFp8BlockRows - 1) / kFp8BlockRows};
   const bool fp16 = p.type == StorageType::fp16;
   if (d == 128) {
-    fp16 ? launch_fp8<__half, 128>(q, k, vt, p, ex, stream) : launch_fp8<__nv_bfloat16, 128>(q, k, vt, p, ex, stream);
+    fp16 ? launch_fp8<__half, 128>(q, k, vt, p, ex, f.stages, stream) : launch_fp8<__nv_bfloat16, 128>(q, k, vt, p, ex, f.stages, stream);
   } else {
-    fp16 ? launch_fp8<__half, 64>(q, k, vt, p, ex, stream) : launch_fp8<__nv_bfloat16, 64>(q, k, vt, p, ex, stream);
+    fp16 ? launch_fp8<__half, 64>(q, k, vt, p, ex, f.stages, stream) : launch_fp8<__nv_bfloat16, 64>(q, k, vt, p, ex, f.stages, stream);
   }
   check_launch("cuda.fa3.fp8 forward");
 }
@@ -230,9 +243,14 @@ void quantize_e4m3_blocks(const Strided& x, WideType type, int batch, int heads,
 
 void transpose_v_e4m3(const Strided& v, int batch, int heads, int keys, int dim, void* vt, cudaStream_t stream) {
   require_grid(heads, batch, "cuda.fa3.fp8 V transpose");
-  if (dim > 128) throw std::runtime_error("cuda.fa3.fp8 V transpose: head dim " + std::to_string(dim) + " (at most 128)");
+  if (dim % 16 != 0 || dim > 128) throw std::runtime_error("cuda.fa3.fp8 V transpose: head dim " + std::to_string(dim) + " (a multiple of 16, at most 128)");
+  const MapStrides m = strides_of(v, batch, heads, keys, dim);
+  if (!m.valid(16) || reinterpret_cast<std::uintptr_t>(v.data) % 16 != 0) {
+    throw std::runtime_error("cuda.fa3.fp8 V transpose: V needs a 16-byte aligned base and strides that are multiples of 16 bytes");
+  }
+  const Strided usable{v.data, m.batch, m.head, m.row};
   const int vt_keys = fp8_vt_keys(keys);
-  transpose_v_e4m3_kernel<<<dim3(vt_keys / 32, heads, batch), kPrepThreads, 0, stream>>>(v, heads, keys, dim, vt_keys, static_cast<std::uint8_t*>(vt));
+  transpose_v_e4m3_kernel<<<dim3(vt_keys / kBlockN, heads, batch), kPrepThreads, 0, stream>>>(usable, heads, keys, dim, vt_keys, static_cast<std::uint8_t*>(vt));
   check_launch("cuda.fa3.fp8 V transpose");
 }
 
