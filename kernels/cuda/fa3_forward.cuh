@@ -9,7 +9,7 @@
 //     rows; S by m64n128k32 (QGMMA), P rounded to e4m3, V^T K-major (cuda.fa3.fp8).
 // An Operands class provides: Out (O's storage type), kQBytes / kKBytes / kVBytes (one warpgroup's Q, one K
 // and one V tile in shared memory), kPaSteps (P's A fragments: k steps over a tile's 128 keys), kBlockScales
-// (per-block exponents apply), kSoftmaxChains (the softmax's independent max and sum chains per row), and the device functions load_q / load_k / load_v (TMA), qk (S = Q K^T),
+// (per-block exponents apply), and the device functions load_q / load_k / load_v (TMA), qk (S = Q K^T),
 // pack (P into A fragments) and pv (O += P V).
 #pragma once
 
@@ -141,48 +141,19 @@ __device__ inline float exp2_emulated(float x) {
   return p * __int_as_float((static_cast<int>(n) + 127) << 23);
 }
 
-// The row's max and sum in Chains independent chains (n8 block nb feeds chain nb % Chains), joined at the end:
-// one chain of 32 dependent FMNMX / FADD per row stalls a warp on fixed latency, which matters where the softmax
-// and not the tensor pipe bounds the kernel (cuda.fa3.fp8: ncu, H200, 163e754). The max is exact in any order;
-// the sum's fp32 order changes with Chains (Chains = 1: the order of the 16-bit kernels).
-template <int Chains>
-__device__ inline float join_max(const float (&x)[Chains]) {
-  if constexpr (Chains == 1) {
-    return x[0];
-  } else if constexpr (Chains == 2) {
-    return fmaxf(x[0], x[1]);
-  } else {
-    static_assert(Chains == 4, "1, 2 or 4 chains");
-    return fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
-  }
-}
-template <int Chains>
-__device__ inline float join_sum(const float (&x)[Chains]) {
-  if constexpr (Chains == 1) {
-    return x[0];
-  } else if constexpr (Chains == 2) {
-    return x[0] + x[1];
-  } else {
-    return (x[0] + x[1]) + (x[2] + x[3]);
-  }
-}
-
-template <bool Masked, class Rule, int Chains>
+template <bool Masked, class Rule>
 __device__ inline void softmax_tile_as(float (&sc)[16][4], RowStats& st, float (&alpha)[2], int col0, const GroupThread& th,
                                        const AttentionShapeParams& s, float scale2) {
   const bool causal = s.mask != CausalMask::none;
   const int offset = s.causal_offset();
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float chain_max[Chains];
-#pragma unroll
-    for (float& m : chain_max) m = -INFINITY;
+    float tile_max = -INFINITY;
 #pragma unroll
     for (int nb = 0; nb < 16; ++nb) {
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         float& x = sc[nb][2 * r + c];
-        float& tile_max = chain_max[nb % Chains];
         if constexpr (Masked) {
           const int col = col0 + nb * 8 + 2 * th.t + c;
           if (col >= s.seq_k || (causal && col > th.row0 + 8 * r + offset)) x = -INFINITY;
@@ -192,7 +163,6 @@ __device__ inline void softmax_tile_as(float (&sc)[16][4], RowStats& st, float (
         }
       }
     }
-    float tile_max = join_max<Chains>(chain_max);
     if constexpr (!Masked) tile_max *= scale2;
     tile_max = quad_max(tile_max);
     float m_new;
@@ -211,9 +181,7 @@ __device__ inline void softmax_tile_as(float (&sc)[16][4], RowStats& st, float (
     }
     st.m[r] = m_new;
     st.l[r] *= alpha[r];
-    float chain_sum[Chains];
-#pragma unroll
-    for (float& x : chain_sum) x = 0.f;
+    float row_sum = 0.f;
 #pragma unroll
     for (int nb = 0; nb < 16; ++nb) {
 #pragma unroll
@@ -223,22 +191,22 @@ __device__ inline void softmax_tile_as(float (&sc)[16][4], RowStats& st, float (
         const float arg = fmaf(x, scale2, -m_new);
         const float e = nb % 8 < Rule::kEmulatedEighths ? exp2_emulated(arg) : fast_exp2(arg);
         x = Masked && x == -INFINITY ? 0.f : e;
-        chain_sum[nb % Chains] += x;
+        row_sum += x;
       }
     }
-    st.l[r] += join_sum<Chains>(chain_sum);  // this thread's share; the quad's are summed in the epilogue
+    st.l[r] += row_sum;  // this thread's share; the quad's are summed in the epilogue
   }
 }
-template <class Rule, int Chains = 1>
+template <class Rule>
 __device__ inline void softmax_tile(float (&sc)[16][4], RowStats& st, float (&alpha)[2], int j, const GroupThread& th,
                                     const AttentionShapeParams& s, float scale2) {
   const int col0 = j * kBlockN;
   const bool masked =
       !(scale2 > 0.f) || col0 + kBlockN > s.seq_k || (s.mask != CausalMask::none && col0 + kBlockN - 1 > th.warp_row0 + s.causal_offset());
   if (masked) {
-    softmax_tile_as<true, Rule, Chains>(sc, st, alpha, col0, th, s, scale2);
+    softmax_tile_as<true, Rule>(sc, st, alpha, col0, th, s, scale2);
   } else {
-    softmax_tile_as<false, Rule, Chains>(sc, st, alpha, col0, th, s, scale2);
+    softmax_tile_as<false, Rule>(sc, st, alpha, col0, th, s, scale2);
   }
 }
 
@@ -302,7 +270,6 @@ struct Wide16Ops {
   static constexpr int kPaSteps = 8;  // k16 steps over 128 keys
   static constexpr unsigned kQBytes = Tiles<T, D>::kQBytes, kKBytes = Tiles<T, D>::kTileBytes, kVBytes = Tiles<T, D>::kTileBytes;
   static constexpr bool kBlockScales = false;
-  static constexpr int kSoftmaxChains = 1;
   // Q's rows row0 .. row0 + 63 of head h; K's and V's keys key0 .. key0 + 127 of kv head hk: D / 64 boxes each.
   __device__ static void load_q(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) {
     for (int half = 0; half < Tiles<T, D>::kHalves; ++half) tma_load_4d(dst + half * kQBox, map, bar, 64 * half, row0, h, b);
@@ -482,7 +449,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
         wgmma_wait<0>();
         if (releaser) mbarrier_arrive(&k_empty[e % Stages]);
         float alpha[2];
-        softmax_tile<Rule, Ops::kSoftmaxChains>(sc, st, alpha, j, th, s, scale2);
+        softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2);
         rescale(o, alpha);
         std::uint32_t pa[Ops::kPaSteps][4];
         Ops::pack(pa, sc);
@@ -504,7 +471,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
         wgmma_wait<0>();
         if (releaser) mbarrier_arrive(&k_empty[kv % Stages]);
         float alpha[2];
-        softmax_tile<Rule, Ops::kSoftmaxChains>(sc, st, alpha, 0, th, s, scale2_of(0));  // (O is still 0: alpha is not needed)
+        softmax_tile<Rule>(sc, st, alpha, 0, th, s, scale2_of(0));  // (O is still 0: alpha is not needed)
         if constexpr (Ops::kBlockScales) o_exp = v_exps[0];
         Ops::pack(pa, sc);
       }
@@ -520,7 +487,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
         wgmma_wait<1>();  // S_{j+1} (committed first) is complete; O's product may still run
         if (releaser) mbarrier_arrive(&k_empty[(e + 1) % Stages]);
         float alpha[2];
-        softmax_tile<Rule, Ops::kSoftmaxChains>(sc, st, alpha, j + 1, th, s, scale2_of(j + 1));
+        softmax_tile<Rule>(sc, st, alpha, j + 1, th, s, scale2_of(j + 1));
         if constexpr (Ops::kBlockScales) {
           const int next = v_exps[j + 1];
           const float to_next = ldexpf(1.f, o_exp - next);

@@ -50,7 +50,7 @@ __device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
 }
 
 // The Operands of fa3_forward_ws_kernel for e4m3 Q, K and V^T; O stored as Out (bf16 or fp16).
-template <class Out_, int D, int Chains>
+template <class Out_, int D>
 struct E4m3Ops {
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
   using Out = Out_;
@@ -58,7 +58,6 @@ struct E4m3Ops {
   static constexpr int kPaSteps = 4;  // k32 steps over 128 keys
   static constexpr unsigned kQBytes = kGroupRows * D, kKBytes = kBlockN * D, kVBytes = D * kBlockN;
   static constexpr bool kBlockScales = true;
-  static constexpr int kSoftmaxChains = Chains;
   // One box each: Q's 64 rows x d, K's 128 keys x d, V^T's d rows x 128 keys (coordinates innermost first).
   __device__ static void load_q(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) { tma_load_4d(dst, map, bar, 0, row0, h, b); }
   __device__ static void load_k(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) { tma_load_4d(dst, map, bar, 0, key0, hk, b); }
@@ -179,21 +178,19 @@ void require_grid(int heads, int batch, const char* what) {
 }
 
 // --- the forward ---------------------------------------------------------------------------------------------
-template <class Out, int D, int Stages, int Chains>
-void launch_fp8_variant(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& vt, const ForwardParams& p, const BlockExponents& ex, cudaStream_t stream) {
-  using Ops = E4m3Ops<Out, D, Chains>;
+template <class Out, int D, int Stages>
+void launch_fp8_stages(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& vt, const ForwardParams& p, const BlockExponents& ex, cudaStream_t stream) {
+  using Ops = E4m3Ops<Out, D>;
   constexpr std::size_t bytes = ws_smem_bytes<Ops, Stages, false>();
   auto* kernel = fa3_forward_ws_kernel<Ops, Stages, true, true, Fa3Rule, false>;
   allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3.fp8");
   kernel<<<grid_of(p.shape, kCtaRows, "cuda.fa3.fp8"), kWsThreads, bytes, stream>>>(q, k, vt, p, WorkTiles{}, ex);
 }
 template <class Out, int D>
-void launch_fp8(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& vt, const ForwardParams& p, const BlockExponents& ex, int stages, int chains,
-                cudaStream_t stream) {
-  if (stages == 2 && chains == 4) return launch_fp8_variant<Out, D, 2, 4>(q, k, vt, p, ex, stream);
-  if (stages == 2 && chains == 1) return launch_fp8_variant<Out, D, 2, 1>(q, k, vt, p, ex, stream);
-  if (stages == 3 && chains == 4) return launch_fp8_variant<Out, D, 3, 4>(q, k, vt, p, ex, stream);
-  throw std::runtime_error("cuda.fa3.fp8: " + std::to_string(stages) + " stages and " + std::to_string(chains) + " softmax chains (compiled: 2 and 4, 2 and 1, 3 and 4)");
+void launch_fp8(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& vt, const ForwardParams& p, const BlockExponents& ex, int stages, cudaStream_t stream) {
+  if (stages == 3) return launch_fp8_stages<Out, D, 3>(q, k, vt, p, ex, stream);
+  if (stages != 2) throw std::runtime_error("cuda.fa3.fp8: " + std::to_string(stages) + " stages (2 or 3)");
+  launch_fp8_stages<Out, D, 2>(q, k, vt, p, ex, stream);
 }
 
 }  // namespace
@@ -224,9 +221,9 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
                           (s.seq_k + kFp8BlockRows - 1) / kFp8BlockRows};
   const bool fp16 = p.type == StorageType::fp16;
   if (d == 128) {
-    fp16 ? launch_fp8<__half, 128>(q, k, vt, p, ex, f.stages, f.softmax_chains, stream) : launch_fp8<__nv_bfloat16, 128>(q, k, vt, p, ex, f.stages, f.softmax_chains, stream);
+    fp16 ? launch_fp8<__half, 128>(q, k, vt, p, ex, f.stages, stream) : launch_fp8<__nv_bfloat16, 128>(q, k, vt, p, ex, f.stages, stream);
   } else {
-    fp16 ? launch_fp8<__half, 64>(q, k, vt, p, ex, f.stages, f.softmax_chains, stream) : launch_fp8<__nv_bfloat16, 64>(q, k, vt, p, ex, f.stages, f.softmax_chains, stream);
+    fp16 ? launch_fp8<__half, 64>(q, k, vt, p, ex, f.stages, stream) : launch_fp8<__nv_bfloat16, 64>(q, k, vt, p, ex, f.stages, stream);
   }
   check_launch("cuda.fa3.fp8 forward");
 }

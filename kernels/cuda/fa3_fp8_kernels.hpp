@@ -26,8 +26,7 @@ struct Fp8ForwardParams {
   const int* q_exponents = nullptr;
   const int* k_exponents = nullptr;
   const int* v_exponents = nullptr;
-  int stages = 2;          // K/V ring depth: 2 or 3
-  int softmax_chains = 4;  // the softmax's independent max and sum chains per row: 4 or 1 (fa3_forward.cuh)
+  int stages = 2;  // K/V ring depth: 2 or 3
 };
 
 // Head dims 64 and 128; strides TMA can describe (multiples of 16 bytes, a 16-byte aligned base).

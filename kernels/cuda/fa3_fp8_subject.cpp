@@ -67,13 +67,10 @@ class CudaFa3Fp8 final : public Subject {
     } else if (name == "stages") {
       if (value != "2" && value != "3") throw SubjectError(info_.name + ": stages=" + value + ": 2 or 3");
       stages_ = std::stoi(value);
-    } else if (name == "softmax_chains") {
-      if (value != "1" && value != "4") throw SubjectError(info_.name + ": softmax_chains=" + value + ": 1 or 4");
-      chains_ = std::stoi(value);
     } else if (name == "block_q" || name == "block_k") {
       if (value != std::to_string(kFp8BlockRows)) throw SubjectError(info_.name + ": " + name + "=" + value + ": the kernels' blocks are 128 rows");
     } else {
-      throw SubjectError(info_.name + ": no option " + name + " (operands, stages, softmax_chains, block_q, block_k)");
+      throw SubjectError(info_.name + ": no option " + name + " (operands, stages, block_q, block_k)");
     }
     refresh_options();
   }
@@ -226,7 +223,7 @@ class CudaFa3Fp8 final : public Subject {
     f.vt = ops.vt.get();
     f.q_exponents = static_cast<const int*>(ops.q_exp.get()), f.k_exponents = static_cast<const int*>(ops.k_exp.get());
     f.v_exponents = static_cast<const int*>(ops.v_exp.get());
-    f.stages = stages_, f.softmax_chains = chains_;
+    f.stages = stages_;
     return f;
   }
 
@@ -248,15 +245,13 @@ class CudaFa3Fp8 final : public Subject {
     info_.options = {{"operands", scaled_ ? "scaled" : "e4m3",
                       "e4m3: e4m3 tensors; scaled: fp32, bf16 or fp16 tensors holding e4m3 values times a power-of-two scale per block of 128 rows"},
                      {"stages", std::to_string(stages_), "K/V ring depth in shared memory: 2 or 3 (the same arithmetic)"},
-                     {"softmax_chains", std::to_string(chains_),
-                      "independent max and sum chains per row in the softmax: 4 or 1 (the fp32 order of l changes, nothing else)"},
                      {"block_q", std::to_string(kFp8BlockRows), "query rows per block scale (fixed: the kernels' tile)"},
                      {"block_k", std::to_string(kFp8BlockRows), "keys per block scale (fixed: the kernels' tile)"}};
   }
 
   SubjectInfo info_;
   bool scaled_ = false;
-  int stages_ = 2, chains_ = 4;
+  int stages_ = 2;
 };
 
 }  // namespace
