@@ -26,7 +26,6 @@ struct Fp8ForwardParams {
   const int* q_exponents = nullptr;
   const int* k_exponents = nullptr;
   const int* v_exponents = nullptr;
-  int stages = 2;  // K/V ring depth: 2 or 3
 };
 
 // Head dims 64 and 128; strides TMA can describe (multiples of 16 bytes, a 16-byte aligned base).

@@ -64,13 +64,10 @@ class CudaFa3Fp8 final : public Subject {
     if (name == "operands") {
       if (value != "e4m3" && value != "scaled") throw SubjectError(info_.name + ": operands=" + value + ": e4m3 or scaled");
       scaled_ = value == "scaled";
-    } else if (name == "stages") {
-      if (value != "2" && value != "3") throw SubjectError(info_.name + ": stages=" + value + ": 2 or 3");
-      stages_ = std::stoi(value);
     } else if (name == "block_q" || name == "block_k") {
       if (value != std::to_string(kFp8BlockRows)) throw SubjectError(info_.name + ": " + name + "=" + value + ": the kernels' blocks are 128 rows");
     } else {
-      throw SubjectError(info_.name + ": no option " + name + " (operands, stages, block_q, block_k)");
+      throw SubjectError(info_.name + ": no option " + name + " (operands, block_q, block_k)");
     }
     refresh_options();
   }
@@ -223,7 +220,6 @@ class CudaFa3Fp8 final : public Subject {
     f.vt = ops.vt.get();
     f.q_exponents = static_cast<const int*>(ops.q_exp.get()), f.k_exponents = static_cast<const int*>(ops.k_exp.get());
     f.v_exponents = static_cast<const int*>(ops.v_exp.get());
-    f.stages = stages_;
     return f;
   }
 
@@ -244,14 +240,12 @@ class CudaFa3Fp8 final : public Subject {
     info_.formats = scaled_ ? std::vector<Format>{Format::fp32, Format::bf16, Format::fp16} : std::vector<Format>{Format::e4m3};
     info_.options = {{"operands", scaled_ ? "scaled" : "e4m3",
                       "e4m3: e4m3 tensors; scaled: fp32, bf16 or fp16 tensors holding e4m3 values times a power-of-two scale per block of 128 rows"},
-                     {"stages", std::to_string(stages_), "K/V ring depth in shared memory: 2 or 3 (the same arithmetic)"},
                      {"block_q", std::to_string(kFp8BlockRows), "query rows per block scale (fixed: the kernels' tile)"},
                      {"block_k", std::to_string(kFp8BlockRows), "keys per block scale (fixed: the kernels' tile)"}};
   }
 
   SubjectInfo info_;
   bool scaled_ = false;
-  int stages_ = 2;
 };
 
 }  // namespace
