@@ -44,7 +44,11 @@ std::vector<double> time_runs(const std::string& who, int warmup, int repeats, F
     for (int i = 0; i < warmup; ++i) run_kernels(who, "warm-up", run);
     for (int i = 0; i < repeats; ++i) {
       check_cuda(cudaEventRecord(start), who, "cudaEventRecord");
-      run();
+      try {
+        run();
+      } catch (const std::runtime_error& e) {  // (a failed launch; no wait inside the timed region)
+        throw SubjectError(who + ": timed run: " + e.what());
+      }
       check_cuda(cudaEventRecord(stop), who, "cudaEventRecord");
       check_cuda(cudaEventSynchronize(stop), who, "timed run");
       float t = 0;

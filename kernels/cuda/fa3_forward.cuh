@@ -220,8 +220,9 @@ __device__ inline void rescale(float (&o)[NB][4], const float (&alpha)[2]) {
 }
 
 // O = acc / l, L = (m + log2 l) ln 2; a row with no visible key: O = 0, L = -inf. fa2_forward's epilogue.
-// Scaled (FP8 block exponents): acc holds O in units of 2^o_exp, so O = acc (2^o_exp / l), an exact power of two
-// on 1 / l.
+// Scaled (FP8 block exponents): acc holds O in units of 2^o_exp, so O = (acc / l) 2^o_exp: the one rounding of
+// acc (1 / l), then two exact powers of two (2^o_exp split in halves, each inside fp32's normal range, where
+// 2^o_exp alone, or folded into 1 / l, could leave it).
 template <class T, int D, bool Scaled = false>
 __device__ inline void store_rows(const float (&o)[D / 8][4], RowStats& st, const GroupThread& th, const ForwardParams& p, int h, int b, int o_exp = 0) {
   const AttentionShapeParams& s = p.shape;
@@ -233,13 +234,17 @@ __device__ inline void store_rows(const float (&o)[D / 8][4], RowStats& st, cons
     const int row = th.row0 + 8 * r;
     if (row >= s.seq_q) continue;
     const bool empty = l == 0.f;
-    float inv = empty ? 0.f : 1.f / l;
-    if constexpr (Scaled) inv = ldexpf(inv, o_exp);
+    const float inv = empty ? 0.f : 1.f / l;
     const std::uint64_t index0 = (o_row_base + row) * D;
 #pragma unroll
     for (int nb = 0; nb < D / 8; ++nb) {
       const int col = nb * 8 + 2 * th.t;
-      store_pair<T>(out + row * p.o.row + col, o[nb][2 * r] * inv, o[nb][2 * r + 1] * inv, p.rounding, p.o_stream, index0 + col);
+      float x0 = o[nb][2 * r] * inv, x1 = o[nb][2 * r + 1] * inv;
+      if constexpr (Scaled) {
+        const float f1 = ldexpf(1.f, o_exp / 2), f2 = ldexpf(1.f, o_exp - o_exp / 2);
+        x0 = x0 * f1 * f2, x1 = x1 * f1 * f2;
+      }
+      store_pair<T>(out + row * p.o.row + col, x0, x1, p.rounding, p.o_stream, index0 + col);
     }
     if (th.t == 0) p.lse[o_row_base + row] = empty ? -INFINITY : static_cast<float>(static_cast<double>(st.m[r] + log2f(l)) * 0.6931471805599453);
   }

@@ -53,6 +53,8 @@ __device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
 template <class Out_, int D>
 struct E4m3Ops {
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
+  // (the kernel indexes Q's exponents by its query tile and K's and V's by its key tile)
+  static_assert(kCtaRows == kFp8BlockRows && kBlockN == kFp8BlockRows, "one block exponent per tile");
   using Out = Out_;
   static constexpr int kD = D;
   static constexpr int kPaSteps = 4;  // k32 steps over 128 keys

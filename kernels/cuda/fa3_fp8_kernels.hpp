@@ -22,7 +22,9 @@ inline int fp8_vt_keys(int seq_k) { return (seq_k + 127) / 128 * 128; }
 struct Fp8ForwardParams {
   ForwardParams p;  // shape, O (p.type: bf16 or fp16), L, rounding; p.q and p.k: e4m3 (element strides = bytes)
   const void* vt = nullptr;  // V^T: e4m3 [B, Hkv, d, fp8_vt_keys(Nk)], contiguous, keys permuted (fa3_fp8_kernels.cu)
-  // Block exponents (values = e4m3 x 2^e): Q [B, Hq, ceil(Nq / 128)], K and V [B, Hkv, ceil(Nk / 128)].
+  // Block exponents (values = e4m3 x 2^e): Q [B, Hq, ceil(Nq / 128)], K and V [B, Hkv, ceil(Nk / 128)]. The caller
+  // keeps each head's V exponents within 64 of each other (O is carried in the current V block's scale) and Q's plus
+  // K's below fp32's exponent range (they scale the softmax's scale); the subject checks both.
   const int* q_exponents = nullptr;
   const int* k_exponents = nullptr;
   const int* v_exponents = nullptr;

@@ -31,9 +31,12 @@ namespace {
 
 // A head's V blocks may differ in exponent by at most this: O is kept in units of the current V block's scale
 // and multiplied by 2^(e_old - e_new) at each V tile (fa3_forward.cuh), which must neither overflow fp32 (O's
-// units can hold up to Nk 448 < 2^29 for Nk < 2^20: 2^29 2^64 < 2^127) nor push a product of two e4m3
-// values (>= 2^-18) below fp32's normal range (2^-18 2^-64 > 2^-126).
+// units hold at most Nk 448 < 2^40 for any int Nk: 2^40 2^64 < 2^127) nor push a product of two e4m3 values
+// (>= 2^-18) below fp32's normal range (2^-18 2^-64 > 2^-126).
 constexpr int kMaxVExponentSpread = 64;
+// Q's and K's exponents scale the softmax's scale (2^(e_q + e_k) s log2 e, fa3_forward.cuh): their largest sum
+// must leave that factor finite.
+constexpr int kMaxQkExponentSum = 120;
 
 int blocks_of(int rows) { return (rows + kFp8BlockRows - 1) / kFp8BlockRows; }
 
@@ -104,8 +107,8 @@ class CudaFa3Fp8 final : public Subject {
     const PrecisionPolicy policy = PrecisionPolicy::uniform(r.format);
     validate_problem(info_, r.op, r.shape, r.mask, r.scale);
     validate_policy(info_, policy);
-    const StorageType out = require_policy(policy);
     if (r.format == Format::fp32) throw SubjectError(who + ": timed with e4m3, bf16 or fp16 operands");
+    const StorageType out = require_policy(policy);
     const AttentionShape& sh = r.shape;
     const std::size_t nq = static_cast<std::size_t>(sh.batch) * sh.heads_q * sh.seq_q * sh.head_dim;
     const std::size_t nk = static_cast<std::size_t>(sh.batch) * sh.heads_kv * sh.seq_k * sh.head_dim;
@@ -195,21 +198,33 @@ class CudaFa3Fp8 final : public Subject {
     const char* names[3] = {"Q", "K", "V"};
     for (int t = 0; t < 3; ++t) {
       if (flags[t] == INT_MAX) continue;
-      const int blocks = blocks_of(t == 0 ? sh.seq_q : sh.seq_k);
+      const int blocks = blocks_of(t == 0 ? sh.seq_q : sh.seq_k), heads = t == 0 ? sh.heads_q : sh.heads_kv;
+      const int head = flags[t] / blocks;  // (b H + h)
       std::ostringstream m;
-      m << who << ": operands=scaled, but " << names[t] << " (head " << flags[t] / blocks << ", rows " << flags[t] % blocks * kFp8BlockRows << "..) holds a value "
-        << "that is not an e4m3 value times its block's power-of-two scale (the scale of the block's largest magnitude)";
+      m << who << ": operands=scaled, but " << names[t] << " (batch " << head / heads << ", head " << head % heads << ", rows " << flags[t] % blocks * kFp8BlockRows
+        << "..) holds a value that is not an e4m3 value times its block's power-of-two scale (the scale of the block's largest magnitude)";
       throw SubjectError(m.str());
     }
-    const int blocks = blocks_of(sh.seq_k);
-    std::vector<int> e(static_cast<std::size_t>(sh.batch) * sh.heads_kv * blocks);
-    check_cuda(cudaMemcpy(e.data(), ops.v_exp.get(), e.size() * sizeof(int), cudaMemcpyDeviceToHost), who, "reading V's block exponents");
-    for (std::size_t h = 0; h * blocks < e.size(); ++h) {
-      const auto [lo, hi] = std::minmax_element(e.begin() + h * blocks, e.begin() + (h + 1) * blocks);
+    const auto exponents = [&](const DeviceBuffer& b, std::size_t n, const char* what) {
+      std::vector<int> e(n);
+      check_cuda(cudaMemcpy(e.data(), b.get(), n * sizeof(int), cudaMemcpyDeviceToHost), who, std::string("reading ") + what + "'s block exponents");
+      return e;
+    };
+    const int kb = blocks_of(sh.seq_k);
+    const std::vector<int> ev = exponents(ops.v_exp, static_cast<std::size_t>(sh.batch) * sh.heads_kv * kb, "V");
+    for (std::size_t h = 0; h * kb < ev.size(); ++h) {
+      const auto [lo, hi] = std::minmax_element(ev.begin() + h * kb, ev.begin() + (h + 1) * kb);
       if (*hi - *lo > kMaxVExponentSpread) {
-        throw SubjectError(who + ": V's block scales of head " + std::to_string(h) + " span 2^" + std::to_string(*hi - *lo) + " (at most 2^" +
-                           std::to_string(kMaxVExponentSpread) + ": O is carried in the current block's scale)");
+        throw SubjectError(who + ": V's block scales of batch " + std::to_string(h / sh.heads_kv) + ", head " + std::to_string(h % sh.heads_kv) + " span 2^" +
+                           std::to_string(*hi - *lo) + " (at most 2^" + std::to_string(kMaxVExponentSpread) + ": O is carried in the current block's scale)");
       }
+    }
+    const std::vector<int> eq = exponents(ops.q_exp, static_cast<std::size_t>(sh.batch) * sh.heads_q * blocks_of(sh.seq_q), "Q");
+    const std::vector<int> ek = exponents(ops.k_exp, static_cast<std::size_t>(sh.batch) * sh.heads_kv * kb, "K");
+    const int sum = *std::max_element(eq.begin(), eq.end()) + *std::max_element(ek.begin(), ek.end());
+    if (sum > kMaxQkExponentSum) {
+      throw SubjectError(who + ": Q's and K's block scales reach 2^" + std::to_string(sum) + " together (at most 2^" + std::to_string(kMaxQkExponentSum) +
+                         ": they scale the softmax's scale, which must stay finite)");
     }
   }
 

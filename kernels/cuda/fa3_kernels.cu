@@ -1,23 +1,20 @@
-// cuda.fa3's forward (kernels/cuda/NOTES.md, "cuda.fa3, cuda.fa4"): FlashAttention-3 on Hopper's TMA and
-// warpgroup MMA, in the schedules the plan's steps add, each kept so that one run measures them side by side:
-//   - one_group (step 1): one warpgroup per 64 query rows; thread 0 refills a 2-stage K/V ring; each product
-//     is waited for before the softmax that needs it;
-//   - ws (step 2): warp specialisation: a producer warp issues every TMA copy, two consumer warpgroups of 64
-//     rows each share the K/V ring (128 rows per CTA: each K/V tile is read once for twice the rows);
-//   - ws_overlap (step 3): a consumer issues the next tile's S = Q K^T together with this tile's O += P V and
-//     runs the next softmax while both products are on the tensor cores;
-//   - ws_overlap_pingpong: as ws_overlap, and the two consumer warpgroups take turns to issue their products
-//     (named barriers), so one's softmax runs while the other's products do.
+// cuda.fa3's and cuda.fa4's forward in 16-bit formats (kernels/cuda/NOTES.md, "cuda.fa3, cuda.fa4"): FlashAttention-3
+// on Hopper's TMA and warpgroup MMA, in the schedules the plan's steps add, each kept so that one run measures them
+// side by side:
+//   - one_group (step 1, this file): one warpgroup per 64 query rows; thread 0 refills a 2-stage K/V ring; each
+//     product is waited for before the softmax that needs it;
+//   - ws, ws_overlap, ws_overlap_pingpong (steps 2 and 3) and cuda.fa4's variants: fa3_forward.cuh's
+//     warp-specialised kernel, instantiated here with Wide16Ops (bf16 or fp16 operands).
 // The arithmetic is the same in every schedule: S by wgmma m64n128k16 from shared memory (Q and K K-major);
-// FA2's online softmax (fa2_forward.cuh: exp2 in log2 units, the row max by quads, masks only on tiles that
-// cross Nk or the diagonal); P rounded to bf16 in registers and O += P V by wgmma with A from registers and V's
-// tile as an MN-major B (HopperPrimitives.IdentityTimesVFromAnMnMajorTileIsExact checks that descriptor);
-// fa2's epilogue (O / l rounded RN or SR, L in natural log). Schedules differ only in when things happen, so
-// they produce the same bits.
+// FA2's online softmax (exp2 in log2 units, the row max by quads, masks only on tiles that cross Nk or the
+// diagonal); P rounded to the storage format (bf16 or fp16) in registers and O += P V by wgmma with A from
+// registers and V's tile as an MN-major B (HopperPrimitives.IdentityTimesVFromAnMnMajorTileIsExact checks that
+// descriptor); fa2's epilogue (O / l rounded RN or SR, L in natural log). Schedules differ only in when things
+// happen, so they produce the same bits.
 //
-// Shared memory (dynamic, 1024-byte aligned: the 128-byte swizzle's atom): Q as boxes of 64 rows x 64 d
-// (8 KiB each; 2 per warpgroup), then per stage K as 2 boxes of 128 keys x 64 d (16 KiB each), then per
-// stage V the same.
+// Shared memory (dynamic, 1024-byte aligned: the 128-byte swizzle's atom): Q as boxes of 64 rows x 64 d (8 KiB
+// each; d / 64 per warpgroup), then per stage K as d / 64 boxes of 128 keys x 64 d (16 KiB each), then per stage
+// V the same.
 #include "kernels/cuda/fa3_kernels.hpp"
 
 #include <cuda_bf16.h>

@@ -1,6 +1,7 @@
 // cuda.fa3's and cuda.fa4's kernels (fa3_kernels.cu): FlashAttention-3's forward on Hopper's warpgroup MMA and TMA
-// (kernels/cuda/NOTES.md "cuda.fa3, cuda.fa4"), in the schedules of the plan's steps 1-3. bf16, head dim
-// 128. Each entry point checks its launch and throws std::runtime_error naming the kernel and the CUDA error.
+// (kernels/cuda/NOTES.md "cuda.fa3, cuda.fa4"), in the schedules of the plan's steps 1-3; bf16 and fp16, head dim 64
+// and 128 (the warp-specialised kernel itself is fa3_forward.cuh's, shared with cuda.fa3.fp8). Each entry point
+// checks its launch and throws std::runtime_error naming the kernel and the CUDA error.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,12 +22,12 @@ namespace fc::kernels::cuda {
 enum class Fa3Schedule : std::uint8_t { one_group, ws, ws_overlap, ws_overlap_pingpong, ws_overlap_pingpong_3stage };
 const char* fa3_schedule_name(Fa3Schedule schedule);
 
-bool fa3_supports(const ForwardParams& p);  // bf16, head dim 128, strides TMA can describe
+bool fa3_supports(const ForwardParams& p);  // head dim 64 or 128, strides TMA can describe
 
 // O and L (natural log) of every (batch, head), as fa2_forward writes them.
 void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream);
 
-// cuda.fa4's forward: ws_overlap_pingpong with FA4's softmax (fa3_kernels.cu, SoftmaxRule): the running max
+// cuda.fa4's forward: ws_overlap_pingpong with FA4's softmax (fa3_forward.cuh, SoftmaxRule): the running max
 // raised only when a tile's max exceeds it by p.rescale_threshold or more (log2 units; the count added to
 // *p.rescale_count when set), and emulated_eighths / 8 of the exponentials (0, 1 or 4) by the cubic exp2
 // emulation on the FMA pipes; persistent: one CTA per SM walking the work tiles longest first (WorkTiles)

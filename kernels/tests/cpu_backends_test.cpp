@@ -217,7 +217,7 @@ TEST(CpuBackends, Fa4RescalesLessAsTheThresholdRises) {
 }
 
 // The emulated exponentials are the columns j with (j / 8) % 8 < round(8 f): per 128-key tile, the n8 blocks that
-// cuda.fa4 emulates warp-uniformly (fa3_kernels.cu, SoftmaxRule). With 1024 keys (a multiple of 64) that is exactly
+// cuda.fa4 emulates warp-uniformly (kernels/cuda/fa3_forward.cuh, SoftmaxRule). With 1024 keys (a multiple of 64) that is exactly
 // the fraction f of the exponentials, for each fraction the GPU compiles.
 TEST(CpuBackends, Fa4EmulatesTheFractionOfColumnsTheGpuEmulates) {
   const Shapes sh{{1, 1, 1, 16, 1024, 32, 32}, Mask::none};
