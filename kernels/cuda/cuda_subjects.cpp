@@ -207,25 +207,6 @@ class CudaAttentionSubject : public Subject {
     return w;
   }
 
-  // SubjectInfo fields every CUDA attention family shares.
-  static SubjectInfo common_info(const std::string& name, const std::string& description) {
-    SubjectInfo info;
-    info.name = name, info.description = description;
-    info.family = Family::attention;
-    info.ops = {Op::fwd, Op::bwd};
-    info.formats = {Format::bf16, Format::fp16};
-    info.accumulate_formats = {Format::fp32};
-    info.head_dims = {64, 128};
-    info.max_head_dim = 128;
-    info.masks = {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right};
-    info.separate_dv = false;
-    info.stochastic_rounding = true;
-    info.deterministic = true;
-    info.host_allocations_counted = false;  // device memory
-    info.device = device_name();
-    return info;
-  }
-
   SubjectInfo info_;
 
  private:
@@ -240,7 +221,7 @@ class CudaAttentionSubject : public Subject {
 class CudaFa2 final : public CudaAttentionSubject {
  public:
   explicit CudaFa2(bool fast_backward) {
-    info_ = common_info(fast_backward ? "cuda.fa2.fast" : "cuda.fa2",
+    info_ = cuda_attention_info(fast_backward ? "cuda.fa2.fast" : "cuda.fa2",
                         fast_backward ? "FlashAttention-2 on tensor cores, FA2's fast backward: the dK/dV kernel also adds each step's dQ "
                                         "partial to an fp32 accumulator with atomics (5 products instead of 7; not bitwise "
                                         "reproducible); the forward is cuda.fa2's"
@@ -304,7 +285,7 @@ class CudaFa2 final : public CudaAttentionSubject {
 class CudaFa1 final : public CudaAttentionSubject {
  public:
   CudaFa1() {
-    info_ = common_info("cuda.fa1",
+    info_ = cuda_attention_info("cuda.fa1",
                         "FlashAttention v1 on tensor cores (mma.sync m16n8k16): key/value tiles outer, O kept normalised in the "
                         "storage format and rewritten per key tile of 64 (cpu.fa1's rounding points); bwd per Algorithm 4, one block "
                         "per kv head walking the key tiles in order, dQ in an fp32 accumulator (deterministic)");
@@ -323,7 +304,7 @@ class CudaFa1 final : public CudaAttentionSubject {
 class CudaFa3 final : public CudaAttentionSubject {
  public:
   CudaFa3() {
-    info_ = common_info("cuda.fa3",
+    info_ = cuda_attention_info("cuda.fa3",
                         "FlashAttention-3's forward on Hopper: wgmma m64n128k16 (P from registers, V as an MN-major operand), TMA "
                         "into a K/V ring on mbarriers, a producer warpgroup and two consumer warpgroups taking turns, the next tile's "
                         "Q K^T issued with this tile's P V, each head's query tiles longest first; bf16 and fp16, d = 64 and 128; fwd only");
@@ -371,7 +352,7 @@ class CudaFa3 final : public CudaAttentionSubject {
 class CudaFa4 final : public CudaAttentionSubject {
  public:
   CudaFa4() {
-    info_ = common_info("cuda.fa4",
+    info_ = cuda_attention_info("cuda.fa4",
                         "FA4-style forward on Hopper: cuda.fa3's pipeline (TMA ring, producer warpgroup, two consumer warpgroups taking "
                         "turns, Q K^T of the next tile issued with P V) with selective rescaling (the running max raised only when a "
                         "tile's max exceeds it by tau; rescales counted) and the cubic exp2 emulation on a share of the exponentials; "
@@ -476,7 +457,7 @@ std::string hopper_unavailable_reason() {
 class CudaHog final : public CudaAttentionSubject {
  public:
   explicit CudaHog(bool two_pass) : two_pass_(two_pass) {
-    info_ = common_info(two_pass ? "cuda.hog.2pass" : "cuda.hog",
+    info_ = cuda_attention_info(two_pass ? "cuda.hog.2pass" : "cuda.hog",
                         two_pass ? "Flash Hog double backward on tensor cores, b accumulated with dd (r1 + r3 - 2 D dd): 2 query-tiled "
                                    "passes + 1 key-tiled pass, no atomics; fwd, bwd: cuda.fa2's"
                                  : "Flash Hog double backward on tensor cores (mma.sync): 3 query-tiled passes (dd, b, dQ' and ddO) + 1 "
@@ -493,6 +474,24 @@ class CudaHog final : public CudaAttentionSubject {
  private:
   bool two_pass_;
 };
+
+SubjectInfo cuda_attention_info(const std::string& name, const std::string& description) {
+  SubjectInfo info;
+  info.name = name, info.description = description;
+  info.family = Family::attention;
+  info.ops = {Op::fwd, Op::bwd};
+  info.formats = {Format::bf16, Format::fp16};
+  info.accumulate_formats = {Format::fp32};
+  info.head_dims = {64, 128};
+  info.max_head_dim = 128;
+  info.masks = {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right};
+  info.separate_dv = false;
+  info.stochastic_rounding = true;
+  info.deterministic = true;
+  info.host_allocations_counted = false;  // device memory
+  info.device = device_name();
+  return info;
+}
 
 std::string device_name() {
   cudaDeviceProp prop{};

@@ -26,5 +26,8 @@ std::string device_unavailable_reason();
 std::string hopper_unavailable_reason();
 // "cuda: <the current device's name>".
 std::string device_name();
+// The SubjectInfo fields every CUDA attention family shares (fwd and bwd, bf16 and fp16, fp32 accumulation, d 64
+// and 128, every mask, SR, deterministic, device memory); a family overrides what differs.
+SubjectInfo cuda_attention_info(const std::string& name, const std::string& description);
 
 }  // namespace fc::kernels::cuda

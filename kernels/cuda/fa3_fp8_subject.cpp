@@ -43,22 +43,12 @@ int blocks_of(int rows) { return (rows + kFp8BlockRows - 1) / kFp8BlockRows; }
 class CudaFa3Fp8 final : public Subject {
  public:
   CudaFa3Fp8() {
-    info_.name = "cuda.fa3.fp8";
-    info_.description =
+    info_ = cuda_attention_info(
+        "cuda.fa3.fp8",
         "FA3's FP8 forward on Hopper: cuda.fa3's pipeline on the FP8 tensor cores (QGMMA m64n128k32): e4m3 Q, K, V with a power-of-two "
-        "scale per block of 128 rows, S in fp32, P rounded to e4m3 before P V (V^T written first), O in bf16 or fp16; cpu.fa3.fp8's numerics";
-    info_.family = Family::attention;
+        "scale per block of 128 rows, S in fp32, P rounded to e4m3 before P V (V^T written first), O in bf16 or fp16; cpu.fa3.fp8's numerics");
     info_.ops = {Op::fwd};
-    info_.accumulate_formats = {Format::fp32};
-    info_.head_dims = {64, 128};
-    info_.max_head_dim = 128;
-    info_.masks = {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right};
-    info_.separate_dv = false;
-    info_.stochastic_rounding = true;
-    info_.deterministic = true;
-    info_.host_allocations_counted = false;
-    info_.device = device_name();
-    refresh_options();
+    refresh_options();  // (the formats follow the option operands)
   }
 
   const SubjectInfo& info() const override { return info_; }
