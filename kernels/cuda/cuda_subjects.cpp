@@ -298,8 +298,8 @@ class CudaFa1 final : public CudaAttentionSubject {
   bool needs_dq_accum() const override { return true; }
 };
 
-// cuda.fa3 (kernels/cuda/NOTES.md): FA3's forward on wgmma and TMA, bf16 and fp16, head dim 64 and 128,
-// forward only (its backward is step 5). The option `schedule` picks among the plan's steps (fa3_kernels.hpp),
+// cuda.fa3 (kernels/cuda/NOTES.md): FA3's forward on wgmma and TMA, bf16 and fp16, head dim 64 and 128; its
+// backward (fa3_backward.cu, plan step 5): a key-tiled dK/dV pass and a query-tiled dQ pass on wgmma. The option `schedule` picks among the plan's steps (fa3_kernels.hpp),
 // all kept so that one bench run compares them; the arithmetic and so the bits are the same in each.
 class CudaFa3 final : public CudaAttentionSubject {
  public:
@@ -307,8 +307,9 @@ class CudaFa3 final : public CudaAttentionSubject {
     info_ = cuda_attention_info("cuda.fa3",
                         "FlashAttention-3's forward on Hopper: wgmma m64n128k16 (P from registers, V as an MN-major operand), TMA "
                         "into a K/V ring on mbarriers, a producer warpgroup and two consumer warpgroups taking turns, the next tile's "
-                        "Q K^T issued with this tile's P V, each head's query tiles longest first; bf16 and fp16, d = 64 and 128; fwd only");
-    info_.ops = {Op::fwd};
+                        "Q K^T issued with this tile's P V, each head's query tiles longest first; bwd: D, then a key-tiled dK/dV pass and a "
+                        "query-tiled dQ pass on wgmma (deterministic); bf16 and fp16, d = 64 and 128");
+    info_.ops = {Op::fwd, Op::bwd};
     info_.formats = {Format::bf16, Format::fp16};
     info_.head_dims = {64, 128};
     info_.options = {{"schedule", "auto",
@@ -335,7 +336,7 @@ class CudaFa3 final : public CudaAttentionSubject {
 
  protected:
   void forward(const ForwardParams& p, cudaStream_t stream) override { fa3_forward(p, schedule_, stream); }
-  void backward(const BackwardParams&, cudaStream_t) override { throw std::runtime_error("cuda.fa3 has no backward yet (plan step 5)"); }
+  void backward(const BackwardParams& p, cudaStream_t stream) override { fa3_backward(p, stream); }
 
  private:
   static constexpr Fa3Schedule kSchedules[] = {Fa3Schedule::one_group, Fa3Schedule::ws, Fa3Schedule::ws_overlap, Fa3Schedule::ws_overlap_pingpong,

@@ -27,6 +27,10 @@ bool fa3_supports(const ForwardParams& p);  // head dim 64 or 128, strides TMA c
 // O and L (natural log) of every (batch, head), as fa2_forward writes them.
 void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream);
 
+// dQ, dK, dV from the forward's O and L (fa3_backward.cu): D by fa2's kernel, then a key-tiled dK/dV pass and a
+// query-tiled dQ pass on wgmma (deterministic, no atomics); p.delta is the D workspace.
+void fa3_backward(const BackwardParams& p, cudaStream_t stream);
+
 // cuda.fa4's forward: ws_overlap_pingpong with FA4's softmax (fa3_forward.cuh, SoftmaxRule): the running max
 // raised only when a tile's max exceeds it by p.rescale_threshold or more (log2 units; the count added to
 // *p.rescale_count when set), and emulated_eighths / 8 of the exponentials (0, 1 or 4) by the cubic exp2

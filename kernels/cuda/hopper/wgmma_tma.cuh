@@ -189,4 +189,21 @@ __device__ inline void wgmma_m64n128k16_ss(float (&d)[64], std::uint64_t a, std:
 }
 #undef FC_WGMMA_SS_128
 
+// d (+)= A B^T for a 64 x 16 A and a 64 x 16 B, both K-major 16-bit in shared memory by descriptor (the backward's
+// S^T = K Q^T and dP^T = V dO^T over 64 queries), fp32 accumulators (j < 8). Issued by all 128 threads of a warpgroup.
+#define FC_WGMMA_SS_64(TYPE)                                                                                              \
+  asm volatile("{\n.reg .pred acc;\nsetp.ne.b32 acc, %34, 0;\n"                                                          \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, acc, 1, 1, 0, 0;\n}\n"  \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                                                                             \
+               : "l"(a), "l"(b), "r"(accumulate))
+template <bool Fp16>
+__device__ inline void wgmma_m64n64k16_ss(float (&d)[32], std::uint64_t a, std::uint64_t b, int accumulate) {
+  if constexpr (Fp16) {
+    FC_WGMMA_SS_64("f16.f16");
+  } else {
+    FC_WGMMA_SS_64("bf16.bf16");
+  }
+}
+#undef FC_WGMMA_SS_64
+
 }  // namespace fc::kernels::cuda::hopper

@@ -65,7 +65,7 @@ const GpuSubject kGpuSubjects[] = {
     {"fa1", "cuda.fa1", {}, cpu::make_cpu_fa1, {Op::fwd, Op::bwd}, 64},
     // (registered on Hopper only: elsewhere its tests skip with that reason; fwd only; the
     // schedules other than auto's a quarter each: the same arithmetic, Fa3Schedules.* checks the same bits)
-    {"fa3", "cuda.fa3", {}, cpu::make_cpu_fa3, {Op::fwd}, 0},
+    {"fa3", "cuda.fa3", {}, cpu::make_cpu_fa3, {Op::fwd, Op::bwd}, 0},
     {"fa3_one_group", "cuda.fa3", {{"schedule", "one_group"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     {"fa3_ws", "cuda.fa3", {{"schedule", "ws"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     {"fa3_ws_overlap", "cuda.fa3", {{"schedule", "ws_overlap"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},

@@ -1,0 +1,357 @@
+// cuda.fa3's backward on Hopper's wgmma and TMA (kernels/cuda/NOTES.md, plan step 5; EQUATIONS.md section 2):
+// FA2's deterministic split (fa2_backward.cuh) with every product on warpgroup MMA and every tile by TMA:
+//   - D = rowsum(dO o O) (fa2's delta kernel);
+//   - the dK/dV pass, key-tiled: a CTA owns 128 keys (two consumer warpgroups of 64) and walks every query tile of
+//     64 rows of every query head of its kv group (GQA summed in registers, no atomics): S^T = K Q^T and
+//     dP^T = V dO^T by wgmma m64n64k16 from shared memory (all four K-major), P^T = exp2(s S^T - L) and
+//     dS^T = P^T o (dP^T - D) in registers, both rounded to the storage format as A fragments, then dV += P^T dO and
+//     dK += dS^T Q with dO's and Q's tiles as MN-major B operands (the forward's V form);
+//   - the dQ pass, query-tiled: a CTA owns 128 query rows (two warpgroups of 64) and walks the key tiles of 128:
+//     S = Q K^T and dP = dO V^T by m64n128k16, dS as above, dQ += dS K with K's tile as the MN-major B.
+// The rounding points are cpu.fa3's (P and dS rounded to the storage format before their products; dK and dQ
+// scaled by s at the end), so the CPU twin grades it. A producer warpgroup issues every copy (setmaxnreg 24); the
+// consumers wait for each product (no overlap or ping-pong yet: correctness first).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/fa3_forward.cuh"
+#include "kernels/cuda/fa3_kernels.hpp"
+#include "kernels/cuda/hopper/tensor_map.hpp"
+#include "kernels/cuda/kernel_launch.cuh"
+
+namespace fc::kernels::cuda {
+namespace {
+
+using namespace fa3;
+
+constexpr int kBwdStages = 2;
+constexpr int kQueryRows = 64;  // the dK/dV pass's query tile
+
+// The log2-unit L and D of row `row` of head `stat_row0` (rows past Nq or without a visible key: P = 0).
+struct RowStat {
+  float l2, dd;
+};
+__device__ inline RowStat row_stat(const BackwardParams& p, std::int64_t stat_row0, int row) {
+  if (row >= p.shape.seq_q) return {INFINITY, 0.f};
+  const float l = p.lse[stat_row0 + row];
+  return {l == -INFINITY ? INFINITY : l * fa3::kLog2e, p.delta[stat_row0 + row]};
+}
+
+// --- the dK/dV pass ------------------------------------------------------------------------------------------
+template <class T, int D>
+constexpr std::size_t dk_dv_smem_bytes() {
+  return 2 * kConsumers * Tiles<T, D>::kQBytes + kBwdStages * 2 * Tiles<T, D>::kQBytes + 1024;
+}
+
+template <class T, int D>
+__global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
+                                                                  const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap dout_map,
+                                                                  const BackwardParams p) {
+  using Tl = Tiles<T, D>;
+  constexpr unsigned kGroupBytes = Tl::kQBytes;  // 64 rows x D: a group's K or V, a Q or dO tile
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* sK = aligned_smem(smem_raw);           // group g at + g kGroupBytes
+  unsigned char* sV = sK + kConsumers * kGroupBytes;
+  unsigned char* sQ = sV + kConsumers * kGroupBytes;    // stage e at + e kGroupBytes
+  unsigned char* sG = sQ + kBwdStages * kGroupBytes;    // dO
+  __shared__ alignas(8) std::uint64_t kv_full, q_full[kBwdStages], q_empty[kBwdStages];
+
+  const AttentionShapeParams& s = p.shape;
+  const int k0 = blockIdx.x * kCtaRows, hk = blockIdx.y, b = blockIdx.z, group_size = s.heads_q / s.heads_kv;
+  const bool causal = s.mask != CausalMask::none;
+  const int offset = s.causal_offset();
+  // Query tiles that can see a key of this CTA: rows from k0 - offset on (causal), all otherwise.
+  const int q_tiles = (s.seq_q + kQueryRows - 1) / kQueryRows;
+  const int first_tile = causal ? min(q_tiles, max(0, k0 - offset) / kQueryRows) : 0;
+  const int per_head = q_tiles - first_tile, steps = per_head * group_size;
+  constexpr unsigned kReleasers = 4 * kConsumers;
+
+  if (threadIdx.x == 0) {
+    mbarrier_init(&kv_full, 1);
+    for (int i = 0; i < kBwdStages; ++i) mbarrier_init(&q_full[i], 1), mbarrier_init(&q_empty[i], kReleasers);
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  if (threadIdx.x >= kConsumerThreads) {
+    setmaxnreg_dec<kProducerRegisters>();
+    if (threadIdx.x == kConsumerThreads) {
+      mbarrier_arrive_expect_tx(&kv_full, 2 * kConsumers * kGroupBytes);
+      for (int g = 0; g < kConsumers; ++g) {
+        for (int half = 0; half < Tl::kHalves; ++half) {
+          tma_load_4d(sK + g * kGroupBytes + half * kQBox, &k_map, &kv_full, 64 * half, k0 + g * kGroupRows, hk, b);
+          tma_load_4d(sV + g * kGroupBytes + half * kQBox, &v_map, &kv_full, 64 * half, k0 + g * kGroupRows, hk, b);
+        }
+      }
+      for (int e = 0; e < steps; ++e) {
+        const int stage = e % kBwdStages, h = hk * group_size + e / per_head, row0 = (first_tile + e % per_head) * kQueryRows;
+        if (e >= kBwdStages) mbarrier_wait(&q_empty[stage], ((e / kBwdStages) - 1) & 1);
+        mbarrier_arrive_expect_tx(&q_full[stage], 2 * kGroupBytes);
+        for (int half = 0; half < Tl::kHalves; ++half) {
+          tma_load_4d(sQ + stage * kGroupBytes + half * kQBox, &q_map, &q_full[stage], 64 * half, row0, h, b);
+          tma_load_4d(sG + stage * kGroupBytes + half * kQBox, &dout_map, &q_full[stage], 64 * half, row0, h, b);
+        }
+      }
+    }
+    return;
+  }
+
+  setmaxnreg_inc<kConsumerRegisters>();
+  const int group = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, t = lane % 4;
+  const int key_row0 = k0 + group * kGroupRows + 16 * warp + lane / 4;  // this thread's keys: key_row0, key_row0 + 8
+  const unsigned char* sKg = sK + group * kGroupBytes;
+  const unsigned char* sVg = sV + group * kGroupBytes;
+  const float scale2 = s.scale * fa3::kLog2e;
+  const bool releaser = lane == 0;
+  float dk[D / 8][4], dv[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) dk[i][0] = dk[i][1] = dk[i][2] = dk[i][3] = dv[i][0] = dv[i][1] = dv[i][2] = dv[i][3] = 0.f;
+  mbarrier_wait(&kv_full, 0);
+  for (int e = 0; e < steps; ++e) {
+    const int stage = e % kBwdStages, h = hk * group_size + e / per_head, q0 = (first_tile + e % per_head) * kQueryRows;
+    const unsigned char* sQe = sQ + stage * kGroupBytes;
+    const unsigned char* sGe = sG + stage * kGroupBytes;
+    mbarrier_wait(&q_full[stage], (e / kBwdStages) & 1);
+    float st[8][4], dpt[8][4];  // S^T and dP^T: rows = this group's 64 keys, columns = the tile's 64 queries
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k) {
+      wgmma_m64n64k16_ss<Tl::kFp16>(reinterpret_cast<float(&)[32]>(st), wgmma_descriptor_advance(wgmma_descriptor_sw128(sKg + (k / 4) * kQBox), k % 4),
+                                    wgmma_descriptor_advance(wgmma_descriptor_sw128(sQe + (k / 4) * kQBox), k % 4), k > 0);
+    }
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k) {
+      wgmma_m64n64k16_ss<Tl::kFp16>(reinterpret_cast<float(&)[32]>(dpt), wgmma_descriptor_advance(wgmma_descriptor_sw128(sVg + (k / 4) * kQBox), k % 4),
+                                    wgmma_descriptor_advance(wgmma_descriptor_sw128(sGe + (k / 4) * kQBox), k % 4), k > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    // P^T and dS^T; a tile that crosses Nq, Nk or the diagonal for some pair of this warp tests every element.
+    const std::int64_t stat_row0 = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q;
+    const int warp_key_last = k0 + group * kGroupRows + 16 * warp + 15;
+    const bool masked = q0 + kQueryRows > s.seq_q || warp_key_last >= s.seq_k || (causal && warp_key_last > q0 + offset);
+#pragma unroll
+    for (int nb = 0; nb < 8; ++nb) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int q = q0 + nb * 8 + 2 * t + c;
+        const RowStat rs = row_stat(p, stat_row0, q);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int key = key_row0 + 8 * r;
+          const bool visible = !masked || (q < s.seq_q && key < s.seq_k && (!causal || key <= q + offset));
+          float& x = st[nb][2 * r + c];
+          float& y = dpt[nb][2 * r + c];
+          x = visible ? fast_exp2(fmaf(x, scale2, -rs.l2)) : 0.f;
+          y = x * (y - rs.dd);
+        }
+      }
+    }
+    std::uint32_t pa[4][4], dsa[4][4];  // P^T and dS^T as A fragments: k16 step kk over queries 16 kk ..
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) a_from_c<T>(pa[kk], st[2 * kk], st[2 * kk + 1]), a_from_c<T>(dsa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
+    const std::uint64_t g_desc = wgmma_descriptor_sw128_mn(sGe, kQBox), q_desc = wgmma_descriptor_sw128_mn(sQe, kQBox);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      if constexpr (D == 128) {
+        wgmma_m64n128k16_rs_tn<Tl::kFp16>(reinterpret_cast<float(&)[64]>(dv), pa[kk], wgmma_descriptor_advance_mn(g_desc, kk), 1);
+        wgmma_m64n128k16_rs_tn<Tl::kFp16>(reinterpret_cast<float(&)[64]>(dk), dsa[kk], wgmma_descriptor_advance_mn(q_desc, kk), 1);
+      } else {
+        wgmma_m64n64k16_rs_tn<Tl::kFp16>(reinterpret_cast<float(&)[32]>(dv), pa[kk], wgmma_descriptor_advance_mn(g_desc, kk), 1);
+        wgmma_m64n64k16_rs_tn<Tl::kFp16>(reinterpret_cast<float(&)[32]>(dk), dsa[kk], wgmma_descriptor_advance_mn(q_desc, kk), 1);
+      }
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    if (releaser) mbarrier_arrive(&q_empty[stage]);
+  }
+  // dK = s dS^T Q, dV = P^T dO, rounded as the policy says (the gradients' Philox stream, logical [B, Hkv, Nk, D] index)
+  T* dk_out = static_cast<T*>(p.dk.data) + b * p.dk.batch + hk * p.dk.head;
+  T* dv_out = static_cast<T*>(p.dv.data) + b * p.dv.batch + hk * p.dv.head;
+  const std::uint64_t kv_row0 = (static_cast<std::uint64_t>(b) * s.heads_kv + hk) * s.seq_k;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key_row0 + 8 * r;
+    if (key >= s.seq_k) continue;
+    const std::uint64_t index0 = (kv_row0 + key) * D;
+#pragma unroll
+    for (int nb = 0; nb < D / 8; ++nb) {
+      const int col = nb * 8 + 2 * t;
+      store_pair<T>(dk_out + key * p.dk.row + col, s.scale * dk[nb][2 * r], s.scale * dk[nb][2 * r + 1], p.rounding, p.grad_stream, index0 + col);
+      store_pair<T>(dv_out + key * p.dv.row + col, dv[nb][2 * r], dv[nb][2 * r + 1], p.rounding, p.grad_stream, index0 + col);
+    }
+  }
+}
+
+// --- the dQ pass ---------------------------------------------------------------------------------------------
+template <class T, int D>
+constexpr std::size_t dq_smem_bytes() {
+  return 2 * kConsumers * Tiles<T, D>::kQBytes + kBwdStages * 2 * Tiles<T, D>::kTileBytes + 1024;
+}
+
+template <class T, int D>
+__global__ void __launch_bounds__(kWsThreads, 1) fa3_dq_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
+                                                               const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap dout_map,
+                                                               const BackwardParams p) {
+  using Tl = Tiles<T, D>;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* sQ = aligned_smem(smem_raw);           // group g at + g kQBytes
+  unsigned char* sG = sQ + kConsumers * Tl::kQBytes;    // dO
+  unsigned char* sK = sG + kConsumers * Tl::kQBytes;    // stage e at + e kTileBytes
+  unsigned char* sV = sK + kBwdStages * Tl::kTileBytes;
+  __shared__ alignas(8) std::uint64_t q_full, k_full[kBwdStages], v_full[kBwdStages], k_empty[kBwdStages], v_empty[kBwdStages];
+
+  const AttentionShapeParams& s = p.shape;
+  const CtaTile cta = cta_tile();
+  const int h = cta.h, b = cta.b, hk = h / (s.heads_q / s.heads_kv);
+  const int n_tiles = key_tiles(s, cta.m_tile * kCtaRows, kCtaRows);
+  constexpr unsigned kReleasers = 4 * kConsumers;
+  if (threadIdx.x == 0) {
+    mbarrier_init(&q_full, 1);
+    for (int i = 0; i < kBwdStages; ++i) {
+      mbarrier_init(&k_full[i], 1), mbarrier_init(&v_full[i], 1), mbarrier_init(&k_empty[i], kReleasers), mbarrier_init(&v_empty[i], kReleasers);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+  const auto parity = [](int e) { return static_cast<unsigned>((e / kBwdStages) & 1); };
+
+  if (threadIdx.x >= kConsumerThreads) {
+    setmaxnreg_dec<kProducerRegisters>();
+    if (threadIdx.x == kConsumerThreads) {
+      mbarrier_arrive_expect_tx(&q_full, 2 * kConsumers * Tl::kQBytes);
+      for (int g = 0; g < kConsumers; ++g) {
+        for (int half = 0; half < Tl::kHalves; ++half) {
+          tma_load_4d(sQ + g * Tl::kQBytes + half * kQBox, &q_map, &q_full, 64 * half, cta.m_tile * kCtaRows + g * kGroupRows, h, b);
+          tma_load_4d(sG + g * Tl::kQBytes + half * kQBox, &dout_map, &q_full, 64 * half, cta.m_tile * kCtaRows + g * kGroupRows, h, b);
+        }
+      }
+      for (int j = 0; j < n_tiles; ++j) {
+        const int stage = j % kBwdStages;
+        const unsigned reuse = ((j / kBwdStages) - 1) & 1;
+        if (j >= kBwdStages) mbarrier_wait(&k_empty[stage], reuse);
+        mbarrier_arrive_expect_tx(&k_full[stage], Tl::kTileBytes);
+        for (int half = 0; half < Tl::kHalves; ++half) tma_load_4d(sK + stage * Tl::kTileBytes + half * kKVBox, &k_map, &k_full[stage], 64 * half, j * kBlockN, hk, b);
+        if (j >= kBwdStages) mbarrier_wait(&v_empty[stage], reuse);
+        mbarrier_arrive_expect_tx(&v_full[stage], Tl::kTileBytes);
+        for (int half = 0; half < Tl::kHalves; ++half) tma_load_4d(sV + stage * Tl::kTileBytes + half * kKVBox, &v_map, &v_full[stage], 64 * half, j * kBlockN, hk, b);
+      }
+    }
+    return;
+  }
+
+  setmaxnreg_inc<kConsumerRegisters>();
+  const int group = threadIdx.x / 128;
+  const bool releaser = threadIdx.x % 32 == 0;
+  const GroupThread th(cta.m_tile * kCtaRows + group * kGroupRows, threadIdx.x % 128);
+  const unsigned char* sQg = sQ + group * Tl::kQBytes;
+  const unsigned char* sGg = sG + group * Tl::kQBytes;
+  const float scale2 = s.scale * fa3::kLog2e;
+  const bool causal = s.mask != CausalMask::none;
+  const int offset = s.causal_offset();
+  const std::int64_t stat_row0 = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q;
+  const RowStat rs[2] = {row_stat(p, stat_row0, th.row0), row_stat(p, stat_row0, th.row0 + 8)};
+  float dq[D / 8][4];
+#pragma unroll
+  for (auto& x : dq) x[0] = x[1] = x[2] = x[3] = 0.f;
+  mbarrier_wait(&q_full, 0);
+  for (int j = 0; j < n_tiles; ++j) {
+    const int stage = j % kBwdStages;
+    const unsigned char* sKj = sK + stage * Tl::kTileBytes;
+    mbarrier_wait(&k_full[stage], parity(j));
+    float sc[16][4], dp[16][4];
+    issue_qk<T, D>(sc, sQg, sKj);
+    mbarrier_wait(&v_full[stage], parity(j));
+    issue_qk<T, D>(dp, sGg, sV + stage * Tl::kTileBytes);  // dP = dO V^T: V's tile K-major as K's
+    wgmma_wait<0>();
+    if (releaser) mbarrier_arrive(&v_empty[stage]);
+    const int col0 = j * kBlockN;
+    const bool masked = col0 + kBlockN > s.seq_k || (causal && col0 + kBlockN - 1 > th.warp_row0 + offset);
+#pragma unroll
+    for (int nb = 0; nb < 16; ++nb) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int r = c / 2, col = col0 + nb * 8 + 2 * th.t + c % 2;
+        const bool visible = !masked || (col < s.seq_k && (!causal || col <= th.row0 + 8 * r + offset));
+        const float pv = visible ? fast_exp2(fmaf(sc[nb][c], scale2, -rs[r].l2)) : 0.f;
+        dp[nb][c] = pv * (dp[nb][c] - rs[r].dd);
+      }
+    }
+    std::uint32_t dsa[8][4];
+    p_fragments<T>(dsa, dp);  // dS rounded to T
+    issue_pv<T, D>(dq, dsa, sKj);  // dQ += dS K: K's tile as the MN-major B (the forward's V form)
+    wgmma_wait<0>();
+    if (releaser) mbarrier_arrive(&k_empty[stage]);
+  }
+  T* out = static_cast<T*>(p.dq.data) + b * p.dq.batch + h * p.dq.head;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = th.row0 + 8 * r;
+    if (row >= s.seq_q) continue;
+    const std::uint64_t index0 = static_cast<std::uint64_t>(stat_row0 + row) * D;
+#pragma unroll
+    for (int nb = 0; nb < D / 8; ++nb) {
+      const int col = nb * 8 + 2 * th.t;
+      store_pair<T>(out + row * p.dq.row + col, s.scale * dq[nb][2 * r], s.scale * dq[nb][2 * r + 1], p.rounding, p.grad_stream, index0 + col);
+    }
+  }
+}
+
+// --- launch --------------------------------------------------------------------------------------------------
+CUtensorMap map_of(const Strided& x, const BackwardParams& p, int heads, int rows, std::uint32_t box_rows) {
+  const AttentionShapeParams& s = p.shape;
+  const MapStrides m = strides_of(x, s.batch, heads, rows, s.head_dim);
+  if (!m.valid(8) || reinterpret_cast<std::uintptr_t>(x.data) % 16 != 0) {
+    throw std::runtime_error("cuda.fa3 backward: a 16-byte aligned base and strides that are multiples of 8 elements only");
+  }
+  const Element16 element = p.type == StorageType::fp16 ? Element16::fp16 : Element16::bf16;
+  return make_tensor_map_sw128_bhnd(element, x.data, s.batch, heads, rows, s.head_dim, m.batch, m.head, m.row, box_rows);
+}
+
+template <class T, int D>
+void launch_backward(const BackwardParams& p, cudaStream_t stream) {
+  const AttentionShapeParams& s = p.shape;
+  launch_delta<T>(p, stream, "cuda.fa3 backward: D");
+  const CUtensorMap q64 = map_of(p.q, p, s.heads_q, s.seq_q, kGroupRows), g64 = map_of(p.dout, p, s.heads_q, s.seq_q, kGroupRows);
+  const CUtensorMap k64 = map_of(p.k, p, s.heads_kv, s.seq_k, kGroupRows), v64 = map_of(p.v, p, s.heads_kv, s.seq_k, kGroupRows);
+  const CUtensorMap k128 = map_of(p.k, p, s.heads_kv, s.seq_k, kBlockN), v128 = map_of(p.v, p, s.heads_kv, s.seq_k, kBlockN);
+  if (s.heads_q > 65535 || s.batch > 65535) {
+    throw std::runtime_error("cuda.fa3 backward: " + std::to_string(s.heads_q) + " heads and batch " + std::to_string(s.batch) + ": at most 65535 of each");
+  }
+  {
+    constexpr std::size_t bytes = dk_dv_smem_bytes<T, D>();
+    auto* kernel = fa3_dk_dv_kernel<T, D>;
+    allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3 dK/dV");
+    kernel<<<dim3((s.seq_k + kCtaRows - 1) / kCtaRows, s.heads_kv, s.batch), kWsThreads, bytes, stream>>>(q64, k64, v64, g64, p);
+    check_launch("cuda.fa3 backward: dK/dV");
+  }
+  {
+    constexpr std::size_t bytes = dq_smem_bytes<T, D>();
+    auto* kernel = fa3_dq_kernel<T, D>;
+    allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3 dQ");
+    kernel<<<grid_of(s, kCtaRows, "cuda.fa3 backward"), kWsThreads, bytes, stream>>>(q64, k128, v128, g64, p);
+    check_launch("cuda.fa3 backward: dQ");
+  }
+}
+
+}  // namespace
+
+void fa3_backward(const BackwardParams& p, cudaStream_t stream) {
+  const AttentionShapeParams& s = p.shape;
+  if ((s.head_dim != 64 && s.head_dim != 128) || s.heads_kv < 1 || s.heads_q % s.heads_kv != 0) {
+    throw std::runtime_error("cuda.fa3 backward: head dim 64 or 128 (got " + std::to_string(s.head_dim) + "), heads_q a multiple of heads_kv");
+  }
+  const bool fp16 = p.type == StorageType::fp16;
+  if (s.head_dim == 128) {
+    fp16 ? launch_backward<__half, 128>(p, stream) : launch_backward<__nv_bfloat16, 128>(p, stream);
+  } else {
+    fp16 ? launch_backward<__half, 64>(p, stream) : launch_backward<__nv_bfloat16, 64>(p, stream);
+  }
+}
+
+}  // namespace fc::kernels::cuda
