@@ -298,28 +298,41 @@ class CudaFa1 final : public CudaAttentionSubject {
   bool needs_dq_accum() const override { return true; }
 };
 
-// cuda.fa3 (kernels/cuda/NOTES.md): FA3's forward on wgmma and TMA, bf16 and fp16, head dim 64 and 128; its
-// backward (fa3_backward.cu, plan step 5): a key-tiled dK/dV pass and a query-tiled dQ pass on wgmma. The option `schedule` picks among the plan's steps (fa3_kernels.hpp),
-// all kept so that one bench run compares them; the arithmetic and so the bits are the same in each.
+// cuda.fa3 (kernels/cuda/NOTES.md): FA3's forward on wgmma and TMA, bf16 and fp16, head dim 64 and 128, and its
+// backward (fa3_backward.cu). The option `schedule` picks among the forward plan's steps (fa3_kernels.hpp), all
+// kept so that one bench run compares them; the arithmetic and so the bits are the same in each. The option `bwd`
+// picks the fused backward (dQ by fp32 atomics, FA3's default; not bitwise reproducible) or the deterministic two
+// passes; the subject's `deterministic` flag follows it, so the harness checks run-to-run bits only for the latter.
 class CudaFa3 final : public CudaAttentionSubject {
  public:
   CudaFa3() {
     info_ = cuda_attention_info("cuda.fa3",
                         "FlashAttention-3's forward on Hopper: wgmma m64n128k16 (P from registers, V as an MN-major operand), TMA "
                         "into a K/V ring on mbarriers, a producer warpgroup and two consumer warpgroups taking turns, the next tile's "
-                        "Q K^T issued with this tile's P V, each head's query tiles longest first; bwd: D, then a key-tiled dK/dV pass and a "
-                        "query-tiled dQ pass on wgmma (deterministic); bf16 and fp16, d = 64 and 128");
+                        "Q K^T issued with this tile's P V, each head's query tiles longest first; bwd: one key-tiled pass on wgmma, dQ's partials "
+                        "added by fp32 atomics (bwd=fused), or a key-tiled dK/dV pass and a query-tiled dQ pass (bwd=two_pass, "
+                        "deterministic); bf16 and fp16, d = 64 and 128");
+    info_.deterministic = false;
     info_.ops = {Op::fwd, Op::bwd};
     info_.formats = {Format::bf16, Format::fp16};
     info_.head_dims = {64, 128};
     info_.options = {{"schedule", "auto",
                       "one_group (step 1: a warpgroup per 64 rows, no overlap), ws (a producer warp, two consumer warpgroups), "
                       "ws_overlap (and Q K^T of the next tile issued with P V), ws_overlap_pingpong (and the groups take turns), "
-                      "ws_overlap_pingpong_3stage (with a 3-stage ring), or auto (ws_overlap_pingpong)"}};
+                      "ws_overlap_pingpong_3stage (with a 3-stage ring), or auto (ws_overlap_pingpong)"},
+                     {"bwd", "fused",
+                      "fused (one key-tiled pass; dQ's partials added into an fp32 accumulator by atomics, so its bits vary "
+                      "from run to run) or two_pass (a key-tiled dK/dV pass and a query-tiled dQ pass: deterministic)"}};
   }
 
   void set_option(const std::string& name, const std::string& value) override {
-    if (name != "schedule") throw SubjectError(info_.name + ": no option " + name + " (schedule)");
+    if (name == "bwd") {
+      if (value != "fused" && value != "two_pass") throw SubjectError(info_.name + ": bwd=" + value + ": fused or two_pass");
+      info_.options[1].value = value;
+      info_.deterministic = value == "two_pass";
+      return;
+    }
+    if (name != "schedule") throw SubjectError(info_.name + ": no option " + name + " (schedule, bwd)");
     for (Fa3Schedule s : kSchedules) {
       if (value == fa3_schedule_name(s)) {
         info_.options[0].value = value;
@@ -337,6 +350,8 @@ class CudaFa3 final : public CudaAttentionSubject {
  protected:
   void forward(const ForwardParams& p, cudaStream_t stream) override { fa3_forward(p, schedule_, stream); }
   void backward(const BackwardParams& p, cudaStream_t stream) override { fa3_backward(p, stream); }
+  bool needs_dq_accum() const override { return !info_.deterministic; }
+  void configure(BackwardParams& p) const override { p.deterministic = info_.deterministic; }
 
  private:
   static constexpr Fa3Schedule kSchedules[] = {Fa3Schedule::one_group, Fa3Schedule::ws, Fa3Schedule::ws_overlap, Fa3Schedule::ws_overlap_pingpong,

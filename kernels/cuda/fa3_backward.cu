@@ -1,16 +1,18 @@
-// cuda.fa3's backward on Hopper's wgmma and TMA (kernels/cuda/NOTES.md, plan step 5; EQUATIONS.md section 2):
-// FA2's deterministic split (fa2_backward.cuh) with every product on warpgroup MMA and every tile by TMA:
-//   - D = rowsum(dO o O) (fa2's delta kernel);
-//   - the dK/dV pass, key-tiled: a CTA owns 128 keys (two consumer warpgroups of 64) and walks every query tile of
-//     64 rows of every query head of its kv group (GQA summed in registers, no atomics): S^T = K Q^T and
-//     dP^T = V dO^T by wgmma m64n64k16 from shared memory (all four K-major), P^T = exp2(s S^T - L) and
-//     dS^T = P^T o (dP^T - D) in registers, both rounded to the storage format as A fragments, then dV += P^T dO and
-//     dK += dS^T Q with dO's and Q's tiles as MN-major B operands (the forward's V form);
-//   - the dQ pass, query-tiled: a CTA owns 128 query rows (two warpgroups of 64) and walks the key tiles of 128:
-//     S = Q K^T and dP = dO V^T by m64n128k16, dS as above, dQ += dS K with K's tile as the MN-major B.
+// cuda.fa3's backward on Hopper's wgmma and TMA (kernels/cuda/NOTES.md, plan step 5; EQUATIONS.md section 2).
+// Both forms start with D = rowsum(dO o O) (fa2's delta kernel) and share the key-tiled pass: a CTA owns 128 keys
+// (two consumer warpgroups of 64) and walks every query tile of 64 rows of every query head of its kv group (GQA
+// summed in registers): S^T = K Q^T and dP^T = V dO^T by wgmma m64n64k16 from shared memory (all four K-major),
+// P^T = exp2(s S^T - L) and dS^T = P^T o (dP^T - D) in registers, both rounded to the storage format as A
+// fragments, then dV += P^T dO and dK += dS^T Q with dO's and Q's tiles as MN-major B operands (the forward's V form).
+//   - fused (p.deterministic false; FA3's default): the same pass adds dQ's partial dS K of every step into an
+//     fp32 accumulator by vector atomics (dS through shared memory, below), then a kernel scales and rounds it.
+//     Five products per tile, as counted; the order of dQ's fp32 additions varies from run to run.
+//   - two passes (p.deterministic; no atomics, the same bits every run): a query-tiled dQ pass after it, where a CTA
+//     owns 128 query rows (two warpgroups of 64) and walks the key tiles of 128: S = Q K^T and dP = dO V^T by
+//     m64n128k16, dS as above, dQ += dS K with K's tile as the MN-major B. Seven products per tile (S and dP twice).
 // The rounding points are cpu.fa3's (P and dS rounded to the storage format before their products; dK and dQ
-// scaled by s at the end), so the CPU twin grades it. A producer warpgroup issues every copy (setmaxnreg 24); the
-// consumers wait for each product (no overlap or ping-pong yet: correctness first).
+// scaled by s at the end), so the CPU twin grades either. A producer warpgroup issues every copy (setmaxnreg 24);
+// the consumers wait for each product (no overlap or ping-pong yet).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -41,13 +43,35 @@ __device__ inline RowStat row_stat(const BackwardParams& p, std::int64_t stat_ro
   return {l == -INFINITY ? INFINITY : l * fa3::kLog2e, p.delta[stat_row0 + row]};
 }
 
-// --- the dK/dV pass ------------------------------------------------------------------------------------------
-template <class T, int D>
+// --- the dK/dV pass, and the fused backward -------------------------------------------------------------------
+// Fused (FusedDq), the same pass also adds each step's dQ partial dS K into the fp32 accumulator p.dq_accum:
+// dS^T, already rounded to T as the A fragments of dK's product, is written to a 128-byte swizzled tile
+// [key][query] of the CTA's 128 keys (kDsBytes, two buffers by step parity), which is dS as an MN-major A
+// operand; K's tiles are the MN-major B. At d = 128 warpgroup g computes dQ's columns 64 g .. 64 g + 63 over all
+// 128 keys (so the two groups meet at a barrier once both halves of dS^T are written), at d = 64 its 64 columns
+// over its own 64 keys (no barrier; each group adds its own partial). One vector reduction per column pair.
+constexpr unsigned kDsBytes = kCtaRows * 128;  // 128 keys x 64 16-bit queries
+
+template <class T, int D, bool FusedDq>
 constexpr std::size_t dk_dv_smem_bytes() {
-  return 2 * kConsumers * Tiles<T, D>::kQBytes + kBwdStages * 2 * Tiles<T, D>::kQBytes + 1024;
+  return 2 * kConsumers * Tiles<T, D>::kQBytes + kBwdStages * 2 * Tiles<T, D>::kQBytes + (FusedDq ? 2 * kDsBytes : 0) + 1024;
 }
 
-template <class T, int D>
+// dS^T's A fragments (rows: keys key and key + 8 of the CTA's 128; k16 step kk: queries 16 kk + 2 t (+ 1) and
+// 16 kk + 8 + 2 t (+ 1), a_from_c's order) into the swizzled tile: row r's 16-byte chunk c sits at chunk c ^ (r % 8),
+// TMA's and wgmma's 128-byte swizzle. A warp's 32 four-byte stores of one register hit 32 distinct banks.
+__device__ inline void store_ds_tile(unsigned char* tile, const std::uint32_t (&dsa)[4][4], int key, int t) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = key + 8 * (i & 1), byte = 2 * (16 * kk + 8 * (i >> 1) + 2 * t);
+      *reinterpret_cast<std::uint32_t*>(tile + row * 128 + (((byte >> 4) ^ (row & 7)) << 4) + (byte & 15)) = dsa[kk][i];
+    }
+  }
+}
+
+template <class T, int D, bool FusedDq>
 __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                                                                   const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap dout_map,
                                                                   const BackwardParams p) {
@@ -58,6 +82,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   unsigned char* sV = sK + kConsumers * kGroupBytes;
   unsigned char* sQ = sV + kConsumers * kGroupBytes;    // stage e at + e kGroupBytes
   unsigned char* sG = sQ + kBwdStages * kGroupBytes;    // dO
+  unsigned char* sDS = sG + kBwdStages * kGroupBytes;   // (FusedDq) buffer e % 2 at + (e % 2) kDsBytes
   __shared__ alignas(8) std::uint64_t kv_full, q_full[kBwdStages], q_empty[kBwdStages];
 
   const AttentionShapeParams& s = p.shape;
@@ -168,6 +193,38 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     }
     wgmma_commit();
     wgmma_wait<0>();
+    if constexpr (FusedDq) {
+      // dQ's partial on this step's tile: dS^T to shared memory, then (after the barrier at d = 128) dS K.
+      unsigned char* sDSe = sDS + (e % 2) * kDsBytes;
+      store_ds_tile(sDSe, dsa, group * kGroupRows + 16 * warp + lane / 4, t);
+      fence_proxy_async_shared();
+      // d = 128: both groups' halves of dS^T written. The second buffer makes one barrier a step enough: a group
+      // rewrites buffer e % 2 at step e + 2 only after this barrier of step e + 1, which the other group reaches
+      // after waiting for its step-e products.
+      if constexpr (D == 128) named_barrier_sync(1, kConsumerThreads);
+      else named_barrier_sync(1 + group, 128);
+      constexpr int kKeySteps = D == 128 ? 8 : 4;
+      float dq[8][4];
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kKeySteps; ++kk) {
+        const int slab = D == 128 ? kk : 4 * group + kk;  // 16 keys: slab 16 .. of the CTA's 128
+        const std::uint64_t a = wgmma_descriptor_advance_mn(wgmma_descriptor_sw128_mn(sDSe, kQBox), slab);
+        const unsigned char* b_tile = sK + (slab / 4) * kGroupBytes + (D == 128 ? group * kQBox : 0);
+        wgmma_m64n64k16_ss_mn<Tl::kFp16>(reinterpret_cast<float(&)[32]>(dq), a, wgmma_descriptor_advance_mn(wgmma_descriptor_sw128_mn(b_tile, kQBox), slab % 4), kk > 0);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      const int col0 = (D == 128 ? 64 * group : 0) + 2 * t;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int q = q0 + 16 * warp + lane / 4 + 8 * r;
+        if (q >= s.seq_q) continue;
+        float* dst = p.dq_accum + (stat_row0 + q) * D + col0;
+#pragma unroll
+        for (int nb = 0; nb < 8; ++nb) atomicAdd(reinterpret_cast<float2*>(dst + nb * 8), make_float2(dq[nb][2 * r], dq[nb][2 * r + 1]));
+      }
+    }
     if (releaser) mbarrier_arrive(&q_empty[stage]);
   }
   // dK = s dS^T Q, dV = P^T dO, rounded as the policy says (the gradients' Philox stream, logical [B, Hkv, Nk, D] index)
@@ -323,11 +380,23 @@ void launch_backward(const BackwardParams& p, cudaStream_t stream) {
   if (s.heads_q > 65535 || s.batch > 65535) {
     throw std::runtime_error("cuda.fa3 backward: " + std::to_string(s.heads_q) + " heads and batch " + std::to_string(s.batch) + ": at most 65535 of each");
   }
+  const dim3 kv_grid((s.seq_k + kCtaRows - 1) / kCtaRows, s.heads_kv, s.batch);
+  if (!p.deterministic) {  // fused: dQ's partials added into p.dq_accum by the key-tiled pass, then scaled and rounded
+    if (p.dq_accum == nullptr) throw std::runtime_error("cuda.fa3 backward: the fused backward needs the dq_accum workspace");
+    check_launch_result(cudaMemsetAsync(p.dq_accum, 0, dq_accum_bytes(p), stream), "cuda.fa3 backward: dq_accum");
+    constexpr std::size_t bytes = dk_dv_smem_bytes<T, D, true>();
+    auto* kernel = fa3_dk_dv_kernel<T, D, true>;
+    allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3 fused backward");
+    kernel<<<kv_grid, kWsThreads, bytes, stream>>>(q64, k64, v64, g64, p);
+    check_launch("cuda.fa3 backward: dK, dV and dQ's partials");
+    launch_dq_convert<T>(p, s.scale, stream, "cuda.fa3 backward: dQ from its accumulator");
+    return;
+  }
   {
-    constexpr std::size_t bytes = dk_dv_smem_bytes<T, D>();
-    auto* kernel = fa3_dk_dv_kernel<T, D>;
+    constexpr std::size_t bytes = dk_dv_smem_bytes<T, D, false>();
+    auto* kernel = fa3_dk_dv_kernel<T, D, false>;
     allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3 dK/dV");
-    kernel<<<dim3((s.seq_k + kCtaRows - 1) / kCtaRows, s.heads_kv, s.batch), kWsThreads, bytes, stream>>>(q64, k64, v64, g64, p);
+    kernel<<<kv_grid, kWsThreads, bytes, stream>>>(q64, k64, v64, g64, p);
     check_launch("cuda.fa3 backward: dK/dV");
   }
   {

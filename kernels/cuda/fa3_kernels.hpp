@@ -27,8 +27,9 @@ bool fa3_supports(const ForwardParams& p);  // head dim 64 or 128, strides TMA c
 // O and L (natural log) of every (batch, head), as fa2_forward writes them.
 void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream);
 
-// dQ, dK, dV from the forward's O and L (fa3_backward.cu): D by fa2's kernel, then a key-tiled dK/dV pass and a
-// query-tiled dQ pass on wgmma (deterministic, no atomics); p.delta is the D workspace.
+// dQ, dK, dV from the forward's O and L (fa3_backward.cu): D by fa2's kernel, then a key-tiled pass for dK and dV
+// that also adds dQ's partials into p.dq_accum by atomics (p.deterministic false: fused), or a key-tiled dK/dV pass
+// and a query-tiled dQ pass (p.deterministic: two passes, no atomics); p.delta is the D workspace.
 void fa3_backward(const BackwardParams& p, cudaStream_t stream);
 
 // cuda.fa4's forward: ws_overlap_pingpong with FA4's softmax (fa3_forward.cuh, SoftmaxRule): the running max

@@ -63,9 +63,11 @@ const GpuSubject kGpuSubjects[] = {
     {"hog", "cuda.hog", {}, cpu::make_cpu_hog, {Op::bwdbwd}, 0},
     {"hog_2pass", "cuda.hog.2pass", {}, cpu::make_cpu_hog_two_pass, {Op::bwdbwd}, 0},
     {"fa1", "cuda.fa1", {}, cpu::make_cpu_fa1, {Op::fwd, Op::bwd}, 64},
-    // (registered on Hopper only: elsewhere its tests skip with that reason; fwd only; the
-    // schedules other than auto's a quarter each: the same arithmetic, Fa3Schedules.* checks the same bits)
+    // (registered on Hopper only: elsewhere its tests skip with that reason; the forward schedules other
+    // than auto's a quarter each: the same arithmetic, Fa3Schedules.* checks the same bits; the deterministic
+    // two-pass backward a quarter: its bits differ from the fused one's only in dQ's order of fp32 additions)
     {"fa3", "cuda.fa3", {}, cpu::make_cpu_fa3, {Op::fwd, Op::bwd}, 0},
+    {"fa3_bwd_two_pass", "cuda.fa3", {{"bwd", "two_pass"}}, cpu::make_cpu_fa3, {Op::bwd}, 0, 4},
     {"fa3_one_group", "cuda.fa3", {{"schedule", "one_group"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     {"fa3_ws", "cuda.fa3", {{"schedule", "ws"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     {"fa3_ws_overlap", "cuda.fa3", {{"schedule", "ws_overlap"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
