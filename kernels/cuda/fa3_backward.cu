@@ -42,6 +42,12 @@ __device__ inline RowStat row_stat(const BackwardParams& p, std::int64_t stat_ro
   const float l = p.lse[stat_row0 + row];
   return {l == -INFINITY ? INFINITY : l * fa3::kLog2e, p.delta[stat_row0 + row]};
 }
+__device__ inline float row_l2(const BackwardParams& p, std::int64_t stat_row0, int row) {
+  if (row >= p.shape.seq_q) return INFINITY;
+  const float l = p.lse[stat_row0 + row];
+  return l == -INFINITY ? INFINITY : l * fa3::kLog2e;
+}
+__device__ inline float row_d(const BackwardParams& p, std::int64_t stat_row0, int row) { return row >= p.shape.seq_q ? 0.f : p.delta[stat_row0 + row]; }
 
 // --- the dK/dV pass, and the fused backward -------------------------------------------------------------------
 // Fused (FusedDq), the same pass also adds each step's dQ partial dS K into the fp32 accumulator p.dq_accum:
@@ -142,59 +148,73 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     const unsigned char* sGe = sG + stage * kGroupBytes;
     mbarrier_wait(&q_full[stage], (e / kBwdStages) & 1);
     float st[8][4], dpt[8][4];  // S^T and dP^T: rows = this group's 64 keys, columns = the tile's 64 queries
+    // Five products a step, in commit groups that complete in order: S^T | dP^T | dV | (fused: dQ) | dK. P^T is
+    // computed while dP^T runs, dS^T while dV runs, and dQ's atomics are issued while dK runs. (dQ is issued after
+    // dV is done: P^T's A fragments and dQ's accumulators live at once spill at d = 128.)
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) {
       wgmma_m64n64k16_ss<Tl::kFp16>(reinterpret_cast<float(&)[32]>(st), wgmma_descriptor_advance(wgmma_descriptor_sw128(sKg + (k / 4) * kQBox), k % 4),
                                     wgmma_descriptor_advance(wgmma_descriptor_sw128(sQe + (k / 4) * kQBox), k % 4), k > 0);
     }
+    wgmma_commit();
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) {
       wgmma_m64n64k16_ss<Tl::kFp16>(reinterpret_cast<float(&)[32]>(dpt), wgmma_descriptor_advance(wgmma_descriptor_sw128(sVg + (k / 4) * kQBox), k % 4),
                                     wgmma_descriptor_advance(wgmma_descriptor_sw128(sGe + (k / 4) * kQBox), k % 4), k > 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();
     // P^T and dS^T; a tile that crosses Nq, Nk or the diagonal for some pair of this warp tests every element.
     const std::int64_t stat_row0 = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q;
     const int warp_key_last = k0 + group * kGroupRows + 16 * warp + 15;
     const bool masked = q0 + kQueryRows > s.seq_q || warp_key_last >= s.seq_k || (causal && warp_key_last > q0 + offset);
+    // (L and D of the queries of this thread's 16 columns are loaded where they are used, L1 hits as a rule: loaded
+    // ahead into 16 registers, they spill at d = 128)
+    wgmma_wait<1>();
 #pragma unroll
     for (int nb = 0; nb < 8; ++nb) {
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int q = q0 + nb * 8 + 2 * t + c;
-        const RowStat rs = row_stat(p, stat_row0, q);
+        const float l2 = row_l2(p, stat_row0, q);
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int key = key_row0 + 8 * r;
           const bool visible = !masked || (q < s.seq_q && key < s.seq_k && (!causal || key <= q + offset));
           float& x = st[nb][2 * r + c];
-          float& y = dpt[nb][2 * r + c];
-          x = visible ? fast_exp2(fmaf(x, scale2, -rs.l2)) : 0.f;
-          y = x * (y - rs.dd);
+          x = visible ? fast_exp2(fmaf(x, scale2, -l2)) : 0.f;
         }
       }
     }
     std::uint32_t pa[4][4], dsa[4][4];  // P^T and dS^T as A fragments: k16 step kk over queries 16 kk ..
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) a_from_c<T>(pa[kk], st[2 * kk], st[2 * kk + 1]), a_from_c<T>(dsa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
+    for (int kk = 0; kk < 4; ++kk) a_from_c<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
     const std::uint64_t g_desc = wgmma_descriptor_sw128_mn(sGe, kQBox), q_desc = wgmma_descriptor_sw128_mn(sQe, kQBox);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       if constexpr (D == 128) {
         wgmma_m64n128k16_rs_tn<Tl::kFp16>(reinterpret_cast<float(&)[64]>(dv), pa[kk], wgmma_descriptor_advance_mn(g_desc, kk), 1);
-        wgmma_m64n128k16_rs_tn<Tl::kFp16>(reinterpret_cast<float(&)[64]>(dk), dsa[kk], wgmma_descriptor_advance_mn(q_desc, kk), 1);
       } else {
         wgmma_m64n64k16_rs_tn<Tl::kFp16>(reinterpret_cast<float(&)[32]>(dv), pa[kk], wgmma_descriptor_advance_mn(g_desc, kk), 1);
-        wgmma_m64n64k16_rs_tn<Tl::kFp16>(reinterpret_cast<float(&)[32]>(dk), dsa[kk], wgmma_descriptor_advance_mn(q_desc, kk), 1);
       }
     }
     wgmma_commit();
-    wgmma_wait<0>();
+    wgmma_wait<1>();  // dP^T
+#pragma unroll
+    for (int nb = 0; nb < 8; ++nb) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const float dd = row_d(p, stat_row0, q0 + nb * 8 + 2 * t + c);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) dpt[nb][2 * r + c] = st[nb][2 * r + c] * (dpt[nb][2 * r + c] - dd);
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) a_from_c<T>(dsa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
+    float dq[8][4];  // (FusedDq) this step's dQ partial: 64 queries x 64 columns of d
     if constexpr (FusedDq) {
-      // dQ's partial on this step's tile: dS^T to shared memory, then (after the barrier at d = 128) dS K.
+      // dS^T to shared memory, then (after the barrier at d = 128) dQ's partial dS K.
       unsigned char* sDSe = sDS + (e % 2) * kDsBytes;
       store_ds_tile(sDSe, dsa, group * kGroupRows + 16 * warp + lane / 4, t);
       fence_proxy_async_shared();
@@ -203,8 +223,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
       // after waiting for its step-e products.
       if constexpr (D == 128) named_barrier_sync(1, kConsumerThreads);
       else named_barrier_sync(1 + group, 128);
+      wgmma_wait<0>();  // dV (done by now, as a rule): P^T's registers free before dQ's accumulators are live
       constexpr int kKeySteps = D == 128 ? 8 : 4;
-      float dq[8][4];
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kKeySteps; ++kk) {
@@ -214,7 +234,20 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
         wgmma_m64n64k16_ss_mn<Tl::kFp16>(reinterpret_cast<float(&)[32]>(dq), a, wgmma_descriptor_advance_mn(wgmma_descriptor_sw128_mn(b_tile, kQBox), slab % 4), kk > 0);
       }
       wgmma_commit();
-      wgmma_wait<0>();
+    } else {
+      wgmma_fence();
+    }
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      if constexpr (D == 128) {
+        wgmma_m64n128k16_rs_tn<Tl::kFp16>(reinterpret_cast<float(&)[64]>(dk), dsa[kk], wgmma_descriptor_advance_mn(q_desc, kk), 1);
+      } else {
+        wgmma_m64n64k16_rs_tn<Tl::kFp16>(reinterpret_cast<float(&)[32]>(dk), dsa[kk], wgmma_descriptor_advance_mn(q_desc, kk), 1);
+      }
+    }
+    wgmma_commit();
+    if constexpr (FusedDq) {
+      wgmma_wait<1>();  // dV and dQ (dK still running)
       const int col0 = (D == 128 ? 64 * group : 0) + 2 * t;
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
@@ -225,6 +258,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
         for (int nb = 0; nb < 8; ++nb) atomicAdd(reinterpret_cast<float2*>(dst + nb * 8), make_float2(dq[nb][2 * r], dq[nb][2 * r + 1]));
       }
     }
+    wgmma_wait<0>();
     if (releaser) mbarrier_arrive(&q_empty[stage]);
   }
   // dK = s dS^T Q, dV = P^T dO, rounded as the policy says (the gradients' Philox stream, logical [B, Hkv, Nk, D] index)
