@@ -90,6 +90,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   unsigned char* sG = sQ + kBwdStages * kGroupBytes;    // dO
   unsigned char* sDS = sG + kBwdStages * kGroupBytes;   // (FusedDq) buffer e % 2 at + (e % 2) kDsBytes
   __shared__ alignas(8) std::uint64_t kv_full, q_full[kBwdStages], q_empty[kBwdStages];
+  // Each stage's query rows' L (log2 units; +inf past Nq or where no key is visible, so P = 0) and D, written by the
+  // producer's second warp with the Q and dO tiles: loaded by the consumers from global memory per element, they
+  // were half of all stall samples (long scoreboard; ncu, H200).
+  __shared__ alignas(16) float stat_l2[kBwdStages][kQueryRows], stat_d[kBwdStages][kQueryRows];
 
   const AttentionShapeParams& s = p.shape;
   const int k0 = blockIdx.x * kCtaRows, hk = blockIdx.y, b = blockIdx.z, group_size = s.heads_q / s.heads_kv;
@@ -103,7 +107,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
 
   if (threadIdx.x == 0) {
     mbarrier_init(&kv_full, 1);
-    for (int i = 0; i < kBwdStages; ++i) mbarrier_init(&q_full[i], 1), mbarrier_init(&q_empty[i], kReleasers);
+    // q_full: the copying thread's arrival (with the tiles' bytes) and the 32 of the warp writing L and D
+    for (int i = 0; i < kBwdStages; ++i) mbarrier_init(&q_full[i], 1 + 32), mbarrier_init(&q_empty[i], kReleasers);
     mbarrier_init_fence();
   }
   __syncthreads();
@@ -126,6 +131,15 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
           tma_load_4d(sQ + stage * kGroupBytes + half * kQBox, &q_map, &q_full[stage], 64 * half, row0, h, b);
           tma_load_4d(sG + stage * kGroupBytes + half * kQBox, &dout_map, &q_full[stage], 64 * half, row0, h, b);
         }
+      }
+    } else if (threadIdx.x / 32 == kConsumerThreads / 32 + 1) {  // the producer's second warp: L and D
+      const int lane = threadIdx.x % 32;
+      for (int e = 0; e < steps; ++e) {
+        const int stage = e % kBwdStages, h = hk * group_size + e / per_head, row0 = (first_tile + e % per_head) * kQueryRows;
+        const std::int64_t stat_row0 = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q;
+        if (e >= kBwdStages) mbarrier_wait(&q_empty[stage], ((e / kBwdStages) - 1) & 1);
+        for (int i = lane; i < kQueryRows; i += 32) stat_l2[stage][i] = row_l2(p, stat_row0, row0 + i), stat_d[stage][i] = row_d(p, stat_row0, row0 + i);
+        mbarrier_arrive(&q_full[stage]);  // (release: the consumers' wait on q_full sees these writes)
       }
     }
     return;
@@ -168,15 +182,13 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     const std::int64_t stat_row0 = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q;
     const int warp_key_last = k0 + group * kGroupRows + 16 * warp + 15;
     const bool masked = q0 + kQueryRows > s.seq_q || warp_key_last >= s.seq_k || (causal && warp_key_last > q0 + offset);
-    // (L and D of the queries of this thread's 16 columns are loaded where they are used, L1 hits as a rule: loaded
-    // ahead into 16 registers, they spill at d = 128)
     wgmma_wait<1>();
 #pragma unroll
     for (int nb = 0; nb < 8; ++nb) {
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int q = q0 + nb * 8 + 2 * t + c;
-        const float l2 = row_l2(p, stat_row0, q);
+        const float l2 = stat_l2[stage][nb * 8 + 2 * t + c];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int key = key_row0 + 8 * r;
@@ -205,7 +217,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     for (int nb = 0; nb < 8; ++nb) {
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        const float dd = row_d(p, stat_row0, q0 + nb * 8 + 2 * t + c);
+        const float dd = stat_d[stage][nb * 8 + 2 * t + c];
 #pragma unroll
         for (int r = 0; r < 2; ++r) dpt[nb][2 * r + c] = st[nb][2 * r + c] * (dpt[nb][2 * r + c] - dd);
       }
