@@ -77,6 +77,32 @@ __device__ inline void store_ds_tile(unsigned char* tile, const std::uint32_t (&
   }
 }
 
+// P^T = exp2(s S^T - L) in place on this thread's elements (keys key_row0 and key_row0 + 8, queries q0 + 8 nb + 2 t
+// + c). Masked (the warp's pairs cross Nk or the diagonal) tests each key; queries past Nq need no test (their L is
+// +inf, so P = 0). Two instantiations, as in the forward's softmax: a runtime test inside the element loop compiled to
+// a branch per element.
+template <bool Masked>
+__device__ inline void p_transposed(float (&st)[8][4], const float* l2_of, float scale2, int q0, int key_row0, int t, int seq_k, bool causal, int offset) {
+#pragma unroll
+  for (int nb = 0; nb < 8; ++nb) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const float l2 = l2_of[nb * 8 + 2 * t + c];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float& x = st[nb][2 * r + c];
+        const float e = fast_exp2(fmaf(x, scale2, -l2));
+        if constexpr (Masked) {
+          const int key = key_row0 + 8 * r, q = q0 + nb * 8 + 2 * t + c;
+          x = key < seq_k && (!causal || key <= q + offset) ? e : 0.f;
+        } else {
+          x = e;
+        }
+      }
+    }
+  }
+}
+
 template <class T, int D, bool FusedDq>
 __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                                                                   const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap dout_map,
@@ -146,7 +172,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   }
 
   setmaxnreg_inc<kConsumerRegisters>();
-  const int group = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, t = lane % 4;
+  // (group and warp through a shuffle: values ptxas knows to be warp-uniform, so the descriptors built from them
+  // stay in uniform registers instead of an R2UR per wgmma)
+  const int group = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), warp = __shfl_sync(0xffffffffu, (threadIdx.x % 128) / 32, 0);
+  const int lane = threadIdx.x % 32, t = lane % 4;
   const int key_row0 = k0 + group * kGroupRows + 16 * warp + lane / 4;  // this thread's keys: key_row0, key_row0 + 8
   const unsigned char* sKg = sK + group * kGroupBytes;
   const unsigned char* sVg = sV + group * kGroupBytes;
@@ -181,22 +210,12 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     // P^T and dS^T; a tile that crosses Nq, Nk or the diagonal for some pair of this warp tests every element.
     const std::int64_t stat_row0 = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q;
     const int warp_key_last = k0 + group * kGroupRows + 16 * warp + 15;
-    const bool masked = q0 + kQueryRows > s.seq_q || warp_key_last >= s.seq_k || (causal && warp_key_last > q0 + offset);
+    const bool masked = warp_key_last >= s.seq_k || (causal && warp_key_last > q0 + offset);
     wgmma_wait<1>();
-#pragma unroll
-    for (int nb = 0; nb < 8; ++nb) {
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int q = q0 + nb * 8 + 2 * t + c;
-        const float l2 = stat_l2[stage][nb * 8 + 2 * t + c];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int key = key_row0 + 8 * r;
-          const bool visible = !masked || (q < s.seq_q && key < s.seq_k && (!causal || key <= q + offset));
-          float& x = st[nb][2 * r + c];
-          x = visible ? fast_exp2(fmaf(x, scale2, -l2)) : 0.f;
-        }
-      }
+    if (masked) {
+      p_transposed<true>(st, stat_l2[stage], scale2, q0, key_row0, t, s.seq_k, causal, offset);
+    } else {
+      p_transposed<false>(st, stat_l2[stage], scale2, q0, key_row0, t, s.seq_k, causal, offset);
     }
     std::uint32_t pa[4][4], dsa[4][4];  // P^T and dS^T as A fragments: k16 step kk over queries 16 kk ..
 #pragma unroll
@@ -381,7 +400,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dq_kernel(const __grid_cons
       for (int c = 0; c < 4; ++c) {
         const int r = c / 2, col = col0 + nb * 8 + 2 * th.t + c % 2;
         const bool visible = !masked || (col < s.seq_k && (!causal || col <= th.row0 + 8 * r + offset));
-        const float pv = visible ? fast_exp2(fmaf(sc[nb][c], scale2, -rs[r].l2)) : 0.f;
+        const float e = fast_exp2(fmaf(sc[nb][c], scale2, -rs[r].l2));  // (before the select: no branch per element)
+        const float pv = visible ? e : 0.f;
         dp[nb][c] = pv * (dp[nb][c] - rs[r].dd);
       }
     }
