@@ -57,15 +57,10 @@ __device__ inline float row_d(const BackwardParams& p, std::int64_t stat_row0, i
 // 128 keys (so the two groups meet at a barrier once both halves of dS^T are written), at d = 64 its 64 columns
 // over its own 64 keys (no barrier; each group adds its own partial). One vector reduction per column pair.
 constexpr unsigned kDsBytes = kCtaRows * 128;  // 128 keys x 64 16-bit queries
-// dQ's partial on its way to the accumulator: each warpgroup's 64 query rows x 64 fp32 columns, a row every 288
-// bytes (256 + 32: a warp's 8-byte stores of one register hit distinct banks), added to global memory by one bulk
-// reduction per row (cp.reduce.async.bulk .add.f32: full 128-byte lines; 16 vector atomics a thread before, 5 % of
-// the stall samples and the LSU's queue, ncu).
-constexpr unsigned kDqRowBytes = 288, kDqBytes = kConsumers * kGroupRows * kDqRowBytes;
 
 template <class T, int D, bool FusedDq>
 constexpr std::size_t dk_dv_smem_bytes() {
-  return 2 * kConsumers * Tiles<T, D>::kQBytes + kBwdStages * 2 * Tiles<T, D>::kQBytes + (FusedDq ? 2 * kDsBytes + kDqBytes : 0) + 1024;
+  return 2 * kConsumers * Tiles<T, D>::kQBytes + kBwdStages * 2 * Tiles<T, D>::kQBytes + (FusedDq ? 2 * kDsBytes : 0) + 1024;
 }
 
 // dS^T's A fragments (rows: keys key and key + 8 of the CTA's 128; k16 step kk: queries 16 kk + 2 t (+ 1) and
@@ -120,7 +115,6 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   unsigned char* sQ = sV + kConsumers * kGroupBytes;    // stage e at + e kGroupBytes
   unsigned char* sG = sQ + kBwdStages * kGroupBytes;    // dO
   unsigned char* sDS = sG + kBwdStages * kGroupBytes;   // (FusedDq) buffer e % 2 at + (e % 2) kDsBytes
-  unsigned char* sDQ = sDS + 2 * kDsBytes;              // (FusedDq) group g's rows at + g kGroupRows kDqRowBytes
   __shared__ alignas(8) std::uint64_t kv_full, q_full[kBwdStages], q_empty[kBwdStages];
   // Each stage's query rows' L (log2 units; +inf past Nq or where no key is visible, so P = 0) and D, written by the
   // producer's second warp with the Q and dO tiles: loaded by the consumers from global memory per element, they
@@ -285,30 +279,18 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     wgmma_commit();
     if constexpr (FusedDq) {
       wgmma_wait<1>();  // dV and dQ (dK still running)
-      // Each warp stages its own 16 rows and adds them (lane i < 16: row 16 warp + i), so no barrier is needed: a
-      // lane's wait for its previous reduction's reads, then the warp's writes, then the reductions.
-      unsigned char* rows = sDQ + (group * kGroupRows + 16 * warp) * kDqRowBytes;
-      if (lane < 16) bulk_wait_read_all();
-      __syncwarp();
+      const int col0 = (D == 128 ? 64 * group : 0) + 2 * t;
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
+        const int q = q0 + 16 * warp + lane / 4 + 8 * r;
+        if (q >= s.seq_q) continue;
+        float* dst = p.dq_accum + (stat_row0 + q) * D + col0;
 #pragma unroll
-        for (int nb = 0; nb < 8; ++nb) {
-          *reinterpret_cast<float2*>(rows + (lane / 4 + 8 * r) * kDqRowBytes + (nb * 8 + 2 * t) * 4) = make_float2(dq[nb][2 * r], dq[nb][2 * r + 1]);
-        }
-      }
-      fence_proxy_async_shared();
-      __syncwarp();
-      const int q = q0 + 16 * warp + lane;
-      if (lane < 16 && q < s.seq_q) {
-        bulk_reduce_add_f32(p.dq_accum + (stat_row0 + q) * D + (D == 128 ? 64 * group : 0), rows + lane * kDqRowBytes, 64 * 4);
+        for (int nb = 0; nb < 8; ++nb) atomicAdd(reinterpret_cast<float2*>(dst + nb * 8), make_float2(dq[nb][2 * r], dq[nb][2 * r + 1]));
       }
     }
     wgmma_wait<0>();
     if (releaser) mbarrier_arrive(&q_empty[stage]);
-  }
-  if constexpr (FusedDq) {
-    if (lane < 16) bulk_wait_all();  // the last reductions complete before the CTA's shared memory is released
   }
   // dK = s dS^T Q, dV = P^T dO, rounded as the policy says (the gradients' Philox stream, logical [B, Hkv, Nk, D] index)
   T* dk_out = static_cast<T*>(p.dk.data) + b * p.dk.batch + hk * p.dk.head;

@@ -228,19 +228,4 @@ __device__ inline void wgmma_m64n64k16_ss_mn(float (&d)[32], std::uint64_t a, st
 // of it (wgmma's descriptors, TMA stores): a tile written from registers and then read by wgmma needs it.
 __device__ inline void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
-// --- bulk reductions (shared -> global) -------------------------------------------------------------------
-// global[dst .. dst + bytes) += shared[src ..] elementwise in fp32, asynchronously, as this thread's next bulk
-// group (committed here). Both addresses 16-byte aligned, bytes a multiple of 16. The adds are atomic per
-// element (their order between CTAs varies) and flush fp32 subnormals, as RED.ADD.F32 does. The source must be
-// written and then fenced (fence_proxy_async_shared) before, and not rewritten before bulk_wait_read_all.
-__device__ inline void bulk_reduce_add_f32(float* dst, const void* src, unsigned bytes) {
-  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
-               "cp.async.bulk.commit_group;" ::"l"(dst), "r"(smem_address(src)), "r"(bytes)
-               : "memory");
-}
-// Waits until every bulk group of this thread has read its source (the shared buffer may be rewritten).
-__device__ inline void bulk_wait_read_all() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
-// Waits until every bulk group of this thread is complete.
-__device__ inline void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
-
 }  // namespace fc::kernels::cuda::hopper
