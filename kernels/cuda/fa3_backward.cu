@@ -82,12 +82,12 @@ __device__ inline void store_ds_tile(unsigned char* tile, const std::uint32_t (&
 // +inf, so P = 0). Two instantiations, as in the forward's softmax: a runtime test inside the element loop compiled to
 // a branch per element.
 template <bool Masked>
-__device__ inline void p_transposed(float (&st)[8][4], const float* l2_of, float scale2, int q0, int key_row0, int t, int seq_k, bool causal, int offset) {
+__device__ inline void p_transposed(float (&st)[8][4], const float (&l2_of)[8][2], float scale2, int q0, int key_row0, int t, int seq_k, bool causal, int offset) {
 #pragma unroll
   for (int nb = 0; nb < 8; ++nb) {
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-      const float l2 = l2_of[nb * 8 + 2 * t + c];
+      const float l2 = l2_of[nb][c];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         float& x = st[nb][2 * r + c];
@@ -211,11 +211,17 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     const std::int64_t stat_row0 = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q;
     const int warp_key_last = k0 + group * kGroupRows + 16 * warp + 15;
     const bool masked = warp_key_last >= s.seq_k || (causal && warp_key_last > q0 + offset);
+    float l2[8][2];  // L of this thread's 16 queries, read while S^T computes
+#pragma unroll
+    for (int nb = 0; nb < 8; ++nb) {
+      const float2 v = *reinterpret_cast<const float2*>(&stat_l2[stage][nb * 8 + 2 * t]);
+      l2[nb][0] = v.x, l2[nb][1] = v.y;
+    }
     wgmma_wait<1>();
     if (masked) {
-      p_transposed<true>(st, stat_l2[stage], scale2, q0, key_row0, t, s.seq_k, causal, offset);
+      p_transposed<true>(st, l2, scale2, q0, key_row0, t, s.seq_k, causal, offset);
     } else {
-      p_transposed<false>(st, stat_l2[stage], scale2, q0, key_row0, t, s.seq_k, causal, offset);
+      p_transposed<false>(st, l2, scale2, q0, key_row0, t, s.seq_k, causal, offset);
     }
     std::uint32_t pa[4][4], dsa[4][4];  // P^T and dS^T as A fragments: k16 step kk over queries 16 kk ..
 #pragma unroll
@@ -279,14 +285,18 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     wgmma_commit();
     if constexpr (FusedDq) {
       wgmma_wait<1>();  // dV and dQ (dK still running)
-      const int col0 = (D == 128 ? 64 * group : 0) + 2 * t;
+      // One 16-byte vector atomic per n8 block: the quad's even thread takes row g's four columns 2t .. 2t + 3,
+      // the odd one row g + 8's 2t - 2 .. 2t + 1, each trading one pair with its neighbour (8 atomics a thread
+      // instead of 16 pairs: the pairs' atomics and their address registers held the LSU, ncu).
+      const bool odd = t & 1;
+      const int q = q0 + 16 * warp + lane / 4 + (odd ? 8 : 0);
+      float* dst = p.dq_accum + (stat_row0 + q) * D + (D == 128 ? 64 * group : 0) + 2 * (t & ~1);
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int q = q0 + 16 * warp + lane / 4 + 8 * r;
-        if (q >= s.seq_q) continue;
-        float* dst = p.dq_accum + (stat_row0 + q) * D + col0;
-#pragma unroll
-        for (int nb = 0; nb < 8; ++nb) atomicAdd(reinterpret_cast<float2*>(dst + nb * 8), make_float2(dq[nb][2 * r], dq[nb][2 * r + 1]));
+      for (int nb = 0; nb < 8; ++nb) {
+        const float give0 = odd ? dq[nb][0] : dq[nb][2], give1 = odd ? dq[nb][1] : dq[nb][3];
+        const float got0 = __shfl_xor_sync(0xffffffffu, give0, 1), got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
+        const float4 v = odd ? make_float4(got0, got1, dq[nb][2], dq[nb][3]) : make_float4(dq[nb][0], dq[nb][1], got0, got1);
+        if (q < s.seq_q) atomicAdd(reinterpret_cast<float4*>(dst + nb * 8), v);
       }
     }
     wgmma_wait<0>();
