@@ -58,6 +58,42 @@ __device__ inline float row_d(const BackwardParams& p, std::int64_t stat_row0, i
 // over its own 64 keys (no barrier; each group adds its own partial). One vector reduction per column pair.
 constexpr unsigned kDsBytes = kCtaRows * 128;  // 128 keys x 64 16-bit queries
 
+// dQ's partial dS K of one step: at d = 128 this group's 64 columns of d over all 128 keys, at d = 64 all 64 columns
+// over the group's own 64 keys. dS^T's tile is the MN-major A, K's tiles the MN-major B. Issued and committed as one
+// group (with its fence); the caller waits for it.
+template <class T, int D>
+__device__ inline void issue_dq(float (&dq)[8][4], const unsigned char* ds_tile, const unsigned char* sK, int group) {
+  constexpr unsigned kGroupBytes = Tiles<T, D>::kQBytes;
+  constexpr int kKeySteps = D == 128 ? 8 : 4;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kKeySteps; ++kk) {
+    const int slab = D == 128 ? kk : 4 * group + kk;  // 16 keys: slab 16 .. of the CTA's 128
+    const std::uint64_t a = wgmma_descriptor_advance_mn(wgmma_descriptor_sw128_mn(ds_tile, kQBox), slab);
+    const unsigned char* b_tile = sK + (slab / 4) * kGroupBytes + (D == 128 ? group * kQBox : 0);
+    wgmma_m64n64k16_ss_mn<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[32]>(dq), a, wgmma_descriptor_advance_mn(wgmma_descriptor_sw128_mn(b_tile, kQBox), slab % 4), kk > 0);
+  }
+  wgmma_commit();
+}
+
+// dQ's partial added into the fp32 accumulator: one 16-byte vector atomic per n8 block, the quad's even thread
+// taking row g's four columns 2t .. 2t + 3, the odd one row g + 8's 2t - 2 .. 2t + 1, each trading one pair with its
+// neighbour (8 atomics a thread instead of 16 pairs: the pairs' atomics and their address registers held the LSU).
+template <int D>
+__device__ inline void add_dq(const float (&dq)[8][4], float* dq_accum, std::int64_t stat_row0, int q0, int seq_q, int group, int warp, int lane) {
+  const int t = lane % 4;
+  const bool odd = t & 1;
+  const int q = q0 + 16 * warp + lane / 4 + (odd ? 8 : 0);
+  float* dst = dq_accum + (stat_row0 + q) * D + (D == 128 ? 64 * group : 0) + 2 * (t & ~1);
+#pragma unroll
+  for (int nb = 0; nb < 8; ++nb) {
+    const float give0 = odd ? dq[nb][0] : dq[nb][2], give1 = odd ? dq[nb][1] : dq[nb][3];
+    const float got0 = __shfl_xor_sync(0xffffffffu, give0, 1), got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
+    const float4 v = odd ? make_float4(got0, got1, dq[nb][2], dq[nb][3]) : make_float4(dq[nb][0], dq[nb][1], got0, got1);
+    if (q < seq_q) atomicAdd(reinterpret_cast<float4*>(dst + nb * 8), v);
+  }
+}
+
 template <class T, int D, bool FusedDq>
 constexpr std::size_t dk_dv_smem_bytes() {
   return 2 * kConsumers * Tiles<T, D>::kQBytes + kBwdStages * 2 * Tiles<T, D>::kQBytes + (FusedDq ? 2 * kDsBytes : 0) + 1024;
@@ -114,8 +150,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   unsigned char* sV = sK + kConsumers * kGroupBytes;
   unsigned char* sQ = sV + kConsumers * kGroupBytes;    // stage e at + e kGroupBytes
   unsigned char* sG = sQ + kBwdStages * kGroupBytes;    // dO
-  unsigned char* sDS = sG + kBwdStages * kGroupBytes;   // (FusedDq) buffer e % 2 at + (e % 2) kDsBytes
+  unsigned char* sDS = sG + kBwdStages * kGroupBytes;   // (FusedDq) buffer i at + i kDsBytes
   __shared__ alignas(8) std::uint64_t kv_full, q_full[kBwdStages], q_empty[kBwdStages];
+  __shared__ alignas(8) std::uint64_t ds_full[2], ds_empty[2];  // (FusedDq) dS^T's buffers; every consumer thread arrives
   // Each stage's query rows' L (log2 units; +inf past Nq or where no key is visible, so P = 0) and D, written by the
   // producer's second warp with the Q and dO tiles: loaded by the consumers from global memory per element, they
   // were half of all stall samples (long scoreboard; ncu, H200).
@@ -135,7 +172,12 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     mbarrier_init(&kv_full, 1);
     // q_full: the copying thread's arrival (with the tiles' bytes) and the 32 of the warp writing L and D
     for (int i = 0; i < kBwdStages; ++i) mbarrier_init(&q_full[i], 1 + 32), mbarrier_init(&q_empty[i], kReleasers);
+    for (int i = 0; i < 2; ++i) mbarrier_init(&ds_full[i], kConsumerThreads), mbarrier_init(&ds_empty[i], kConsumerThreads);
     mbarrier_init_fence();
+  }
+  if constexpr (FusedDq) {  // buffer 1's zeros: the dS of "step -1" (above)
+    for (unsigned i = 16 * threadIdx.x; i < kDsBytes; i += 16 * kWsThreads) *reinterpret_cast<uint4*>(sDS + kDsBytes + i) = make_uint4(0, 0, 0, 0);
+    fence_proxy_async_shared();
   }
   __syncthreads();
 
@@ -184,6 +226,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   float dk[D / 8][4], dv[D / 8][4];
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) dk[i][0] = dk[i][1] = dk[i][2] = dk[i][3] = dv[i][0] = dv[i][1] = dv[i][2] = dv[i][3] = 0.f;
+  int prev_q0 = 0;  // (FusedDq) the previous step's query tile and head
+  std::int64_t prev_stat_row0 = 0;
   mbarrier_wait(&kv_full, 0);
   for (int e = 0; e < steps; ++e) {
     const int stage = e % kBwdStages, h = hk * group_size + e / per_head, q0 = (first_tile + e % per_head) * kQueryRows;
@@ -191,6 +235,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     const unsigned char* sGe = sG + stage * kGroupBytes;
     mbarrier_wait(&q_full[stage], (e / kBwdStages) & 1);
     float st[8][4], dpt[8][4];  // S^T and dP^T: rows = this group's 64 keys, columns = the tile's 64 queries
+    float dq[8][4];             // (FusedDq) the previous step's dQ partial: 64 queries x 64 columns of d
     // Five products a step, in commit groups that complete in order: S^T | dP^T | dV | (fused: dQ) | dK. P^T is
     // computed while dP^T runs, dS^T while dV runs, and dQ's atomics are issued while dK runs. (dQ is issued after
     // dV is done: P^T's A fragments and dQ's accumulators live at once spill at d = 128.)
@@ -249,28 +294,21 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     }
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) a_from_c<T>(dsa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
-    float dq[8][4];  // (FusedDq) this step's dQ partial: 64 queries x 64 columns of d
     if constexpr (FusedDq) {
-      // dS^T to shared memory, then (after the barrier at d = 128) dQ's partial dS K.
-      unsigned char* sDSe = sDS + (e % 2) * kDsBytes;
-      store_ds_tile(sDSe, dsa, group * kGroupRows + 16 * warp + lane / 4, t);
+      // dS^T(e) to its buffer (once both groups' dQ(e - 2) products have read it), then dQ's partial of the step
+      // before, dS(e - 1) K: a step late, so that a group waits for the other's half of dS^T only when that group
+      // is a whole step behind (the two groups drift apart, one's exponentials under the other's products; with a
+      // barrier on dS(e) they ran in lockstep: 9 % of the consumers' stall samples, ncu).
+      // Buffer e % 2 was last read by step e - 1's product (at e = 1 the dummy one of step 0, below).
+      if (e > 0) mbarrier_wait(&ds_empty[e % 2], ((e - 1) / 2) & 1);
+      store_ds_tile(sDS + (e % 2) * kDsBytes, dsa, group * kGroupRows + 16 * warp + lane / 4, t);
       fence_proxy_async_shared();
-      // d = 128: both groups' halves of dS^T written. The second buffer makes one barrier a step enough: a group
-      // rewrites buffer e % 2 at step e + 2 only after this barrier of step e + 1, which the other group reaches
-      // after waiting for its step-e products.
-      if constexpr (D == 128) named_barrier_sync(1, kConsumerThreads);
-      else named_barrier_sync(1 + group, 128);
+      mbarrier_arrive(&ds_full[e % 2]);
       wgmma_wait<0>();  // dV (done by now, as a rule): P^T's registers free before dQ's accumulators are live
-      constexpr int kKeySteps = D == 128 ? 8 : 4;
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kKeySteps; ++kk) {
-        const int slab = D == 128 ? kk : 4 * group + kk;  // 16 keys: slab 16 .. of the CTA's 128
-        const std::uint64_t a = wgmma_descriptor_advance_mn(wgmma_descriptor_sw128_mn(sDSe, kQBox), slab);
-        const unsigned char* b_tile = sK + (slab / 4) * kGroupBytes + (D == 128 ? group * kQBox : 0);
-        wgmma_m64n64k16_ss_mn<Tl::kFp16>(reinterpret_cast<float(&)[32]>(dq), a, wgmma_descriptor_advance_mn(wgmma_descriptor_sw128_mn(b_tile, kQBox), slab % 4), kk > 0);
-      }
-      wgmma_commit();
+      // Step 0 has no previous dS: it multiplies buffer 1's zeros (written at the start) and adds nothing. The
+      // product is issued at every step all the same: one issued under a condition made ptxas serialise every wgmma.
+      if (e > 0) mbarrier_wait(&ds_full[(e - 1) % 2], ((e - 1) / 2) & 1);
+      issue_dq<T, D>(dq, sDS + ((e + 1) % 2) * kDsBytes, sK, group);
     } else {
       wgmma_fence();
     }
@@ -284,23 +322,20 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     }
     wgmma_commit();
     if constexpr (FusedDq) {
-      wgmma_wait<1>();  // dV and dQ (dK still running)
-      // One 16-byte vector atomic per n8 block: the quad's even thread takes row g's four columns 2t .. 2t + 3,
-      // the odd one row g + 8's 2t - 2 .. 2t + 1, each trading one pair with its neighbour (8 atomics a thread
-      // instead of 16 pairs: the pairs' atomics and their address registers held the LSU, ncu).
-      const bool odd = t & 1;
-      const int q = q0 + 16 * warp + lane / 4 + (odd ? 8 : 0);
-      float* dst = p.dq_accum + (stat_row0 + q) * D + (D == 128 ? 64 * group : 0) + 2 * (t & ~1);
-#pragma unroll
-      for (int nb = 0; nb < 8; ++nb) {
-        const float give0 = odd ? dq[nb][0] : dq[nb][2], give1 = odd ? dq[nb][1] : dq[nb][3];
-        const float got0 = __shfl_xor_sync(0xffffffffu, give0, 1), got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
-        const float4 v = odd ? make_float4(got0, got1, dq[nb][2], dq[nb][3]) : make_float4(dq[nb][0], dq[nb][1], got0, got1);
-        if (q < s.seq_q) atomicAdd(reinterpret_cast<float4*>(dst + nb * 8), v);
-      }
+      wgmma_wait<1>();  // dQ(e - 1) (dK still running)
+      mbarrier_arrive(&ds_empty[(e + 1) % 2]);
+      if (e > 0) add_dq<D>(dq, p.dq_accum, prev_stat_row0, prev_q0, s.seq_q, group, warp, lane);
+      prev_q0 = q0, prev_stat_row0 = stat_row0;
     }
     wgmma_wait<0>();
     if (releaser) mbarrier_arrive(&q_empty[stage]);
+  }
+  if constexpr (FusedDq) {  // the last step's dQ partial (issued even without steps, on buffer 1's zeros, as above)
+    float dq[8][4];
+    if (steps > 0) mbarrier_wait(&ds_full[(steps - 1) % 2], ((steps - 1) / 2) & 1);
+    issue_dq<T, D>(dq, sDS + ((steps + 1) % 2) * kDsBytes, sK, group);
+    wgmma_wait<0>();
+    if (steps > 0) add_dq<D>(dq, p.dq_accum, prev_stat_row0, prev_q0, s.seq_q, group, warp, lane);
   }
   // dK = s dS^T Q, dV = P^T dO, rounded as the policy says (the gradients' Philox stream, logical [B, Hkv, Nk, D] index)
   T* dk_out = static_cast<T*>(p.dk.data) + b * p.dk.batch + hk * p.dk.head;
