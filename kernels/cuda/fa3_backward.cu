@@ -103,12 +103,16 @@ constexpr std::size_t dk_dv_smem_bytes() {
 // 16 kk + 8 + 2 t (+ 1), a_from_c's order) into the swizzled tile: row r's 16-byte chunk c sits at chunk c ^ (r % 8),
 // TMA's and wgmma's 128-byte swizzle. A warp's 32 four-byte stores of one register hit 32 distinct banks.
 __device__ inline void store_ds_tile(unsigned char* tile, const std::uint32_t (&dsa)[4][4], int key, int t) {
+  // (st.shared by address: through the generic pointer, whose space ptxas could not prove, these were generic
+  // stores on the long scoreboard, and fence.proxy.async waited for them)
+  const std::uint32_t base = smem_address(tile) + key * 128;
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int row = key + 8 * (i & 1), byte = 2 * (16 * kk + 8 * (i >> 1) + 2 * t);
-      *reinterpret_cast<std::uint32_t*>(tile + row * 128 + (((byte >> 4) ^ (row & 7)) << 4) + (byte & 15)) = dsa[kk][i];
+      const std::uint32_t address = base + 8 * 128 * (i & 1) + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15));
+      asm volatile("st.shared.b32 [%0], %1;" ::"r"(address), "r"(dsa[kk][i]) : "memory");
     }
   }
 }
