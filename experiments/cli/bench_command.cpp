@@ -4,7 +4,8 @@
 // the device, `--warmup` untimed runs, then `--repeats` runs timed with device events; the median.
 // TFLOP/s from EQUATIONS.md's counts: forward 4 N^2 d B H, backward 10 N^2 d B H (2.5x), fwd+bwd 14,
 // halved for causal. fwd+bwd is the sum of the fwd and bwd medians. Records: DIR/bench.jsonl
-// (experiment "bench"), drawn by the report.
+// (experiment "bench"), drawn by the report. Last, the side-by-side table: every subject against --baseline
+// (default torch.sdpa.cudnn) measured in the same run.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <optional>
 #include <sstream>
 
+#include "experiments/bench_table.hpp"
 #include "experiments/cli/commands.hpp"
 #include "experiments/cli/experiment_options.hpp"
 #include "experiments/cli/registry_options.hpp"
@@ -27,6 +29,7 @@ struct Request {
   std::vector<int> head_dims{64, 128}, lengths{1024, 4096, 16384};
   std::vector<std::string> masks{"none", "causal"}, dtypes{"bf16"};
   int tokens = 16384, head_chars = 2048, warmup = 5, repeats = 20;
+  std::string baseline = "torch.sdpa.cudnn";  // the side-by-side table's reference subject
   std::uint64_t seed = 1;
   std::string out;
   bool overwrite = false;
@@ -38,10 +41,7 @@ double median(std::vector<double> v) {
   return n == 0 ? NAN : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-struct Point {
-  double fwd_ms = NAN, bwd_ms = NAN;
-  std::string error;
-};
+using Point = experiments::BenchPoint;
 
 int run(const Request& req) {
   const gradcheck::Registry registry = make_registry(req.plugins);
@@ -144,44 +144,25 @@ int run(const Request& req) {
               j["experiment"] = "bench", j["subject"] = s->info().name, j["item"] = key.str(), j["verdict"] = "error", j["error"] = pt.error;
               writer.write(j);
             }
-            const auto tf = [&](double ms, double factor) { return std::isnan(ms) ? NAN : flops_fwd * factor / (ms * 1e-3) / 1e12; };
-            std::printf("  %-40s %-22s fwd %7.1f  bwd %7.1f  fwd+bwd %7.1f TFLOP/s%s%s\n", key.str().c_str(), s->info().name.c_str(),
-                        tf(pt.fwd_ms, 1), tf(pt.bwd_ms, 2.5), tf(pt.fwd_ms + pt.bwd_ms, 3.5), pt.error.empty() ? "" : "  error: ",
-                        pt.error.c_str());
+            // (an op the subject does not declare was not timed: "-")
+            const auto tf = [&](double ms, double factor) {
+              char text[16] = "      -";
+              if (!std::isnan(ms)) std::snprintf(text, sizeof text, "%7.1f", flops_fwd * factor / (ms * 1e-3) / 1e12);
+              return std::string(text);
+            };
+            std::printf("  %-40s %-22s fwd %s  bwd %s  fwd+bwd %s TFLOP/s%s%s\n", key.str().c_str(), s->info().name.c_str(),
+                        tf(pt.fwd_ms, 1).c_str(), tf(pt.bwd_ms, 2.5).c_str(), tf(pt.fwd_ms + pt.bwd_ms, 3.5).c_str(),
+                        pt.error.empty() ? "" : "  error: ", pt.error.c_str());
             std::fflush(stdout);
           }
         }
       }
     }
   }
-  // The side-by-side table, each subject's fwd and fwd+bwd against torch.sdpa.flash measured in this run.
-  std::printf("\n%-40s", "TFLOP/s (fwd | fwd+bwd)");
-  for (kernels::Subject* s : subjects) std::printf(" %22s", s->info().name.c_str());
-  std::printf("\n");
-  for (const std::string& key : row_order) {
-    const auto& row = table[key];
-    std::printf("%-40s", key.c_str());
-    for (kernels::Subject* s : subjects) {
-      const auto it = row.find(s->info().name);
-      if (it == row.end() || !it->second.error.empty()) {
-        std::printf(" %22s", "-");
-        continue;
-      }
-      // the same FLOPs, so the ratio of rates is the inverse ratio of times
-      const Point& p = it->second;
-      const auto flash = row.find("torch.sdpa.flash");
-      char cell[64];
-      if (flash != row.end() && flash->second.error.empty()) {
-        std::snprintf(cell, sizeof cell, "%.2fx | %.2fx", flash->second.fwd_ms / p.fwd_ms,
-                      (flash->second.fwd_ms + flash->second.bwd_ms) / (p.fwd_ms + p.bwd_ms));
-      } else {
-        std::snprintf(cell, sizeof cell, "%.3f | %.3f ms", p.fwd_ms, p.fwd_ms + p.bwd_ms);
-      }
-      std::printf(" %22s", cell);
-    }
-    std::printf("\n");
-  }
-  std::printf("(cells: speed relative to torch.sdpa.flash in this run, fwd | fwd+bwd; records: %s/bench.jsonl)\n", dir.c_str());
+  // The side-by-side table (experiments/bench_table.hpp) against the baseline measured in this run.
+  std::vector<std::string> names;
+  for (kernels::Subject* s : subjects) names.push_back(s->info().name);
+  std::fputs(experiments::bench_side_by_side(row_order, table, names, req.baseline, dir + "/bench.jsonl").c_str(), stdout);
   return 0;
 }
 
@@ -202,6 +183,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--seed", req->seed, "Seed of the inputs")->capture_default_str();
   cmd->add_option("--out", req->out, "Output directory (default reports/out/bench-<UTC time>)");
   cmd->add_flag("--overwrite", req->overwrite, "Replace an existing bench.jsonl in --out");
+  cmd->add_option("--baseline", req->baseline, "The subject the side-by-side table divides by (its speed = 1.00x)")->capture_default_str();
   cmd->add_option("--option", req->options, "NAME=VALUE: set a subject option (flashcheck list) on every timed subject that has it");
   add_plugin_option(cmd, req->plugins);
   cmd->callback([req] { run(*req); });

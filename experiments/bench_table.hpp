@@ -1,0 +1,29 @@
+// `flashcheck bench`'s side-by-side table (experiments/cli/bench_command.cpp): one row per configuration
+// (dtype, d, mask, N), one cell per subject holding its fwd, bwd and fwd+bwd speed relative to a baseline subject
+// timed in the same run (the same FLOPs, so the ratio of rates is the inverse ratio of median times). Kept apart
+// from the command so that its cells are tested without a GPU.
+#pragma once
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace fc::experiments {
+
+// One subject's medians on one configuration; NaN where the op was not timed (the subject does not declare it).
+struct BenchPoint {
+  double fwd_ms = NAN, bwd_ms = NAN;
+  std::string error;  // non-empty: the subject failed on this configuration
+};
+
+using BenchRow = std::map<std::string, BenchPoint>;  // subject -> point
+
+// The table as text: a header line, a line per row of `row_order`, and a legend. Cells are "fwd | bwd |
+// fwd+bwd" ratios (baseline time / subject time, "1.05x": 5 % faster), "-" for an op not timed by either side,
+// and "-" for the whole cell where the subject failed or the row's baseline did. If `baseline` is not among
+// `subjects`, cells are the subject's own medians in ms instead.
+std::string bench_side_by_side(const std::vector<std::string>& row_order, const std::map<std::string, BenchRow>& table,
+                               const std::vector<std::string>& subjects, const std::string& baseline, const std::string& records);
+
+}  // namespace fc::experiments

@@ -1,0 +1,67 @@
+// bench's side-by-side table: ratios against the baseline, "-" for what was not timed or failed, and ms when the
+// baseline is absent.
+#include "experiments/bench_table.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+namespace fc::experiments {
+namespace {
+
+// The cells of a row, in subject order (the row's text after its key, split on runs of two or more spaces).
+std::vector<std::string> cells_of(const std::string& text, const std::string& key) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(key, 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::string rest = line.substr(40), cell;
+    for (std::size_t i = 0; i < rest.size(); i += 25) {
+      cell = rest.substr(i + 1, 24);
+      cell.erase(0, cell.find_first_not_of(' '));
+      cells.push_back(cell);
+    }
+    return cells;
+  }
+  return {};
+}
+
+TEST(BenchSideBySide, DividesEachOpsTimeIntoTheBaselinesOfTheSameRow) {
+  std::map<std::string, BenchRow> table;
+  table["bf16 d=128 none N=4096"]["ours"] = {1.0, 4.0, ""};
+  table["bf16 d=128 none N=4096"]["base"] = {1.1, 3.6, ""};
+  table["bf16 d=128 none N=4096"]["fwd_only"] = {0.5, NAN, ""};
+  const std::string text = bench_side_by_side({"bf16 d=128 none N=4096"}, table, {"ours", "base", "fwd_only"}, "base", "x/bench.jsonl");
+  const std::vector<std::string> cells = cells_of(text, "bf16 d=128 none N=4096");
+  ASSERT_EQ(cells.size(), 3u) << text;
+  EXPECT_EQ(cells[0], "1.10x | 0.90x | 0.94x") << text;  // 1.1 / 1.0, 3.6 / 4.0, 4.7 / 5.0
+  EXPECT_EQ(cells[1], "1.00x | 1.00x | 1.00x") << text;
+  EXPECT_EQ(cells[2], "2.20x | - | -") << text;  // no bwd: neither bwd nor fwd+bwd is a number
+  EXPECT_NE(text.find("relative to base in this run"), std::string::npos) << text;
+  EXPECT_EQ(text.find("nan"), std::string::npos) << text;
+}
+
+TEST(BenchSideBySide, AFailedSubjectOrAFailedBaselineLeavesADash) {
+  std::map<std::string, BenchRow> table;
+  table["r1"]["ours"] = {1.0, 2.0, "out of memory"};
+  table["r1"]["base"] = {1.0, 2.0, ""};
+  table["r2"]["ours"] = {1.0, 2.0, ""};
+  table["r2"]["base"] = {1.0, 2.0, "unsupported"};
+  const std::string text = bench_side_by_side({"r1", "r2"}, table, {"ours", "base"}, "base", "x");
+  EXPECT_EQ(cells_of(text, "r1")[0], "-") << text;
+  EXPECT_EQ(cells_of(text, "r1")[1], "1.00x | 1.00x | 1.00x") << text;
+  EXPECT_EQ(cells_of(text, "r2")[0], "-") << text;
+  EXPECT_EQ(cells_of(text, "r2")[1], "-") << text;
+}
+
+TEST(BenchSideBySide, WithoutTheBaselineInTheRunTheCellsAreMilliseconds) {
+  std::map<std::string, BenchRow> table;
+  table["r"]["ours"] = {1.25, NAN, ""};
+  const std::string text = bench_side_by_side({"r"}, table, {"ours"}, "torch.sdpa.cudnn", "x");
+  EXPECT_EQ(cells_of(text, "r")[0], "1.250 | - | -") << text;
+  EXPECT_NE(text.find("torch.sdpa.cudnn was not timed"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace fc::experiments
