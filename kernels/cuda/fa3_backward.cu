@@ -54,8 +54,9 @@ __device__ inline float row_d(const BackwardParams& p, std::int64_t stat_row0, i
 // dS^T, already rounded to T as the A fragments of dK's product, is written to a 128-byte swizzled tile
 // [key][query] of the CTA's 128 keys (kDsBytes, two buffers by step parity), which is dS as an MN-major A
 // operand; K's tiles are the MN-major B. At d = 128 warpgroup g computes dQ's columns 64 g .. 64 g + 63 over all
-// 128 keys (so the two groups meet at a barrier once both halves of dS^T are written), at d = 64 its 64 columns
-// over its own 64 keys (no barrier; each group adds its own partial). One vector reduction per column pair.
+// 128 keys (both halves of dS^T), at d = 64 all 64 columns over its own 64 keys (each group adds its own partial;
+// the buffers' hand-over is the same at both d, more than d = 64 needs). The partials go to p.dq_accum by 16-byte
+// vector atomics (add_dq).
 constexpr unsigned kDsBytes = kCtaRows * 128;  // 128 keys x 64 16-bit queries
 
 // dQ's partial dS K of one step: at d = 128 this group's 64 columns of d over all 128 keys, at d = 64 all 64 columns
@@ -300,9 +301,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     for (int kk = 0; kk < 4; ++kk) a_from_c<T>(dsa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
     if constexpr (FusedDq) {
       // dS^T(e) to its buffer (once both groups' dQ(e - 2) products have read it), then dQ's partial of the step
-      // before, dS(e - 1) K: a step late, so that a group waits for the other's half of dS^T only when that group
-      // is a whole step behind (the two groups drift apart, one's exponentials under the other's products; with a
-      // barrier on dS(e) they ran in lockstep: 9 % of the consumers' stall samples, ncu).
+      // before, dS(e - 1) K: a step late, so that the groups need not meet at the same point of every step (with a
+      // barrier on dS(e) they ran in lockstep: 9 % of the consumers' stall samples, ncu). The slack is less than a
+      // step: the ds_empty wait below needs the other group past its step e - 1's dQ product, which also makes the
+      // ds_full wait for dS(e - 1) pass at once (it is kept: it states the dependence; the epilogue's can block).
       // Buffer e % 2 was last read by step e - 1's product (at e = 1 the dummy one of step 0, below).
       if (e > 0) mbarrier_wait(&ds_empty[e % 2], ((e - 1) / 2) & 1);
       store_ds_tile(sDS + (e % 2) * kDsBytes, dsa, group * kGroupRows + 16 * warp + lane / 4, t);
