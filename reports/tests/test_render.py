@@ -130,6 +130,18 @@ def test_bench_throughput_and_ratios_against_sdpa_flash(tmp_path):
     assert "fwd bf16 d=128 none N=4096: torch.sdpa.flash 300 TFLOP/s; cuda.fa2 0.80x" in bench.findings
 
 
+def test_bench_ratios_are_against_cudnn_where_it_was_measured(tmp_path):
+    # cuDNN measured: it is the baseline (the CLI table's and the issues' reference); flash is then just a subject
+    recs = [header("bench", verdict="measured", device="cuda: test GPU", subject=s, op="bwd", dtype="bf16", policy="bf16",
+                   mask="none", shape={"B": 4, "Hq": 16, "Hkv": 16, "Nq": 4096, "Nk": 4096, "d": 128, "dv": 128},
+                   x={"name": "N", "value": 4096}, method="device events",
+                   metrics={"median_ms": 1.0, "min_ms": 1.0, "max_ms": 1.0, "flops": 1e12, "tflops": rate, "device_bytes": 0})
+            for s, rate in (("torch.sdpa.flash", 300.0), ("torch.sdpa.cudnn", 500.0), ("cuda.fa3", 450.0))]
+    write_jsonl(tmp_path / "r" / "bench.jsonl", recs)
+    bench = figure(render([tmp_path / "r"], tmp_path / "out"), "bench")
+    assert bench.findings == ["bwd bf16 d=128 none N=4096: torch.sdpa.cudnn 500 TFLOP/s; cuda.fa3 0.90x"]
+
+
 def test_hvp_bench_draws_time_and_memory_with_fitted_exponents_and_lists_oom(tmp_path):
     def rec(subject, n, ms, peak, status="ok"):
         metrics = {"status": status, "median_ms": ms, "ms": [ms], "peak_bytes": peak} if status == "ok" else {"status": status, "reason": "CUDA out of memory"}
