@@ -11,8 +11,10 @@
 //     owns 128 query rows (two warpgroups of 64) and walks the key tiles of 128: S = Q K^T and dP = dO V^T by
 //     m64n128k16, dS as above, dQ += dS K with K's tile as the MN-major B. Seven products per tile (S and dP twice).
 // The rounding points are cpu.fa3's (P and dS rounded to the storage format before their products; dK and dQ
-// scaled by s at the end), so the CPU twin grades either. A producer warpgroup issues every copy (setmaxnreg 24);
-// the consumers wait for each product (no overlap or ping-pong yet).
+// scaled by s at the end), so the CPU twin grades either. A producer warpgroup (setmaxnreg 24) issues every copy,
+// and in the key-tiled pass its second warp writes each stage's L and D into shared memory. The key-tiled pass
+// overlaps each step's elementwise work with its own products (commit groups, below), not yet the two warpgroups'
+// products with each other (the forward's ping-pong); the dQ pass waits for each product.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
