@@ -35,21 +35,22 @@ using namespace fa3;
 constexpr int kBwdStages = 2;
 constexpr int kQueryRows = 64;  // the dK/dV pass's query tile
 
-// The log2-unit L and D of row `row` of head `stat_row0` (rows past Nq or without a visible key: P = 0).
-struct RowStat {
-  float l2, dd;
-};
-__device__ inline RowStat row_stat(const BackwardParams& p, std::int64_t stat_row0, int row) {
-  if (row >= p.shape.seq_q) return {INFINITY, 0.f};
-  const float l = p.lse[stat_row0 + row];
-  return {l == -INFINITY ? INFINITY : l * fa3::kLog2e, p.delta[stat_row0 + row]};
-}
+// The log2-unit L and D of row `row` of head `stat_row0` (rows past Nq or without a visible key: L = +inf, so P = 0).
 __device__ inline float row_l2(const BackwardParams& p, std::int64_t stat_row0, int row) {
   if (row >= p.shape.seq_q) return INFINITY;
   const float l = p.lse[stat_row0 + row];
   return l == -INFINITY ? INFINITY : l * fa3::kLog2e;
 }
 __device__ inline float row_d(const BackwardParams& p, std::int64_t stat_row0, int row) { return row >= p.shape.seq_q ? 0.f : p.delta[stat_row0 + row]; }
+struct RowStat {
+  float l2, dd;
+};
+// (not written as {row_l2, row_d}: that changes the dQ pass's SASS, and this is the code the GPU runs measured)
+__device__ inline RowStat row_stat(const BackwardParams& p, std::int64_t stat_row0, int row) {
+  if (row >= p.shape.seq_q) return {INFINITY, 0.f};
+  const float l = p.lse[stat_row0 + row];
+  return {l == -INFINITY ? INFINITY : l * fa3::kLog2e, p.delta[stat_row0 + row]};
+}
 
 // --- the dK/dV pass, and the fused backward -------------------------------------------------------------------
 // Fused (FusedDq), the same pass also adds each step's dQ partial dS K into the fp32 accumulator p.dq_accum:
@@ -74,7 +75,7 @@ __device__ inline void issue_dq(float (&dq)[8][4], const unsigned char* ds_tile,
     const int slab = D == 128 ? kk : 4 * group + kk;  // 16 keys: slab 16 .. of the CTA's 128
     const std::uint64_t a = wgmma_descriptor_advance_mn(wgmma_descriptor_sw128_mn(ds_tile, kQBox), slab);
     const unsigned char* b_tile = sK + (slab / 4) * kGroupBytes + (D == 128 ? group * kQBox : 0);
-    wgmma_m64n64k16_ss_mn<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[32]>(dq), a, wgmma_descriptor_advance_mn(wgmma_descriptor_sw128_mn(b_tile, kQBox), slab % 4), kk > 0);
+    wgmma_m64n64k16_ss<Tiles<T, D>::kFp16, true>(reinterpret_cast<float(&)[32]>(dq), a, wgmma_descriptor_advance_mn(wgmma_descriptor_sw128_mn(b_tile, kQBox), slab % 4), kk > 0);
   }
   wgmma_commit();
 }
@@ -124,6 +125,20 @@ __device__ inline void store_ds_tile(unsigned char* tile, const std::uint32_t (&
 // + c). Masked (the warp's pairs cross Nk or the diagonal) tests each key; queries past Nq need no test (their L is
 // +inf, so P = 0). Two instantiations, as in the forward's softmax: a runtime test inside the element loop compiled to
 // a branch per element.
+// acc += A B over the 64 queries of a step: A (P^T or dS^T, this group's 64 keys) as four k16 A fragments from
+// registers, B (dO's or Q's tile, 64 queries x D) MN-major by descriptor; the caller fences and commits.
+template <class T, int D>
+__device__ inline void mma_over_queries(float (&acc)[D / 8][4], const std::uint32_t (&a)[4][4], std::uint64_t b) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    if constexpr (D == 128) {
+      wgmma_m64n128k16_rs_tn<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[64]>(acc), a[kk], wgmma_descriptor_advance_mn(b, kk), 1);
+    } else {
+      wgmma_m64n64k16_rs_tn<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[32]>(acc), a[kk], wgmma_descriptor_advance_mn(b, kk), 1);
+    }
+  }
+}
+
 template <bool Masked>
 __device__ inline void p_transposed(float (&st)[8][4], const float (&l2_of)[8][2], float scale2, int q0, int key_row0, int t, int seq_k, bool causal, int offset) {
 #pragma unroll
@@ -280,14 +295,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     for (int kk = 0; kk < 4; ++kk) a_from_c<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
     const std::uint64_t g_desc = wgmma_descriptor_sw128_mn(sGe, kQBox), q_desc = wgmma_descriptor_sw128_mn(sQe, kQBox);
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      if constexpr (D == 128) {
-        wgmma_m64n128k16_rs_tn<Tl::kFp16>(reinterpret_cast<float(&)[64]>(dv), pa[kk], wgmma_descriptor_advance_mn(g_desc, kk), 1);
-      } else {
-        wgmma_m64n64k16_rs_tn<Tl::kFp16>(reinterpret_cast<float(&)[32]>(dv), pa[kk], wgmma_descriptor_advance_mn(g_desc, kk), 1);
-      }
-    }
+    mma_over_queries<T, D>(dv, pa, g_desc);
     wgmma_commit();
     wgmma_wait<1>();  // dP^T
 #pragma unroll
@@ -320,14 +328,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     } else {
       wgmma_fence();
     }
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      if constexpr (D == 128) {
-        wgmma_m64n128k16_rs_tn<Tl::kFp16>(reinterpret_cast<float(&)[64]>(dk), dsa[kk], wgmma_descriptor_advance_mn(q_desc, kk), 1);
-      } else {
-        wgmma_m64n64k16_rs_tn<Tl::kFp16>(reinterpret_cast<float(&)[32]>(dk), dsa[kk], wgmma_descriptor_advance_mn(q_desc, kk), 1);
-      }
-    }
+    mma_over_queries<T, D>(dk, dsa, q_desc);
     wgmma_commit();
     if constexpr (FusedDq) {
       wgmma_wait<1>();  // dQ(e - 1) (dK still running)

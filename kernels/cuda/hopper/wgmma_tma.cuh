@@ -109,17 +109,31 @@ __device__ inline void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(Pending) : "memory");
 }
 
-// d (+)= A B^T for a 64 x 16 A and a 64 x 16 B (both K-major bf16 in shared memory, by descriptor),
-// fp32 accumulators; accumulate = 0 overwrites d. Issued by all 128 threads of a warpgroup.
+// d (+)= A B for a 64 x 16 A and a 16 x 64 B, both 16-bit in shared memory by descriptor, fp32 accumulators
+// (j < 8); accumulate = 0 overwrites d. Issued by all 128 threads of a warpgroup. Mn false: both K-major (d = A B^T
+// of two row-major tiles: the probe's, and the backward's S^T = K Q^T and dP^T = V dO^T over 64 queries); Mn true:
+// both MN-major (imm-trans-a = imm-trans-b = 1; descriptors by wgmma_descriptor_sw128_mn, one k16 step by
+// wgmma_descriptor_advance_mn): the backward's dQ += dS K, with dS^T stored [key][query] and K's tile [key][d].
+#define FC_WGMMA_SS_64(TYPE, TRANS)                                                                                       \
+  asm volatile("{\n.reg .pred acc;\nsetp.ne.b32 acc, %34, 0;\n"                                                          \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, acc, 1, 1, " TRANS ";\n}\n"  \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                                                                             \
+               : "l"(a), "l"(b), "r"(accumulate))
+template <bool Fp16, bool Mn = false>
+__device__ inline void wgmma_m64n64k16_ss(float (&d)[32], std::uint64_t a, std::uint64_t b, int accumulate) {
+  if constexpr (Fp16 && Mn) {
+    FC_WGMMA_SS_64("f16.f16", "1, 1");
+  } else if constexpr (Fp16) {
+    FC_WGMMA_SS_64("f16.f16", "0, 0");
+  } else if constexpr (Mn) {
+    FC_WGMMA_SS_64("bf16.bf16", "1, 1");
+  } else {
+    FC_WGMMA_SS_64("bf16.bf16", "0, 0");
+  }
+}
+#undef FC_WGMMA_SS_64
 __device__ inline void wgmma_m64n64k16_bf16(float (&d)[32], std::uint64_t a, std::uint64_t b, int accumulate) {
-  asm volatile(
-      "{\n"
-      ".reg .pred acc;\n"
-      "setp.ne.b32 acc, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, acc, 1, 1, 0, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a), "l"(b), "r"(accumulate));
+  wgmma_m64n64k16_ss<false>(d, a, b, accumulate);
 }
 
 // --- the second product of attention: O += P V -----------------------------------------------------
@@ -188,41 +202,6 @@ __device__ inline void wgmma_m64n128k16_ss(float (&d)[64], std::uint64_t a, std:
   }
 }
 #undef FC_WGMMA_SS_128
-
-// d (+)= A B^T for a 64 x 16 A and a 64 x 16 B, both K-major 16-bit in shared memory by descriptor (the backward's
-// S^T = K Q^T and dP^T = V dO^T over 64 queries), fp32 accumulators (j < 8). Issued by all 128 threads of a warpgroup.
-#define FC_WGMMA_SS_64(TYPE)                                                                                              \
-  asm volatile("{\n.reg .pred acc;\nsetp.ne.b32 acc, %34, 0;\n"                                                          \
-               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, acc, 1, 1, 0, 0;\n}\n"  \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                                                                             \
-               : "l"(a), "l"(b), "r"(accumulate))
-template <bool Fp16>
-__device__ inline void wgmma_m64n64k16_ss(float (&d)[32], std::uint64_t a, std::uint64_t b, int accumulate) {
-  if constexpr (Fp16) {
-    FC_WGMMA_SS_64("f16.f16");
-  } else {
-    FC_WGMMA_SS_64("bf16.bf16");
-  }
-}
-#undef FC_WGMMA_SS_64
-
-// d (+)= A B for a 64 x 16 A and a 16 x 64 B, both MN-major 16-bit in shared memory (imm-trans-a = imm-trans-b = 1;
-// descriptors by wgmma_descriptor_sw128_mn, one k16 step by wgmma_descriptor_advance_mn): the backward's
-// dQ += dS K, with dS^T stored [key][query] and K's tile [key][d]. fp32 accumulators (j < 8).
-#define FC_WGMMA_SS_64_MN(TYPE)                                                                                           \
-  asm volatile("{\n.reg .pred acc;\nsetp.ne.b32 acc, %34, 0;\n"                                                          \
-               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, acc, 1, 1, 1, 1;\n}\n"  \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                                                                             \
-               : "l"(a), "l"(b), "r"(accumulate))
-template <bool Fp16>
-__device__ inline void wgmma_m64n64k16_ss_mn(float (&d)[32], std::uint64_t a, std::uint64_t b, int accumulate) {
-  if constexpr (Fp16) {
-    FC_WGMMA_SS_64_MN("f16.f16");
-  } else {
-    FC_WGMMA_SS_64_MN("bf16.bf16");
-  }
-}
-#undef FC_WGMMA_SS_64_MN
 
 // Orders this thread's earlier generic-proxy writes to shared memory (st.shared) before later async-proxy reads
 // of it (wgmma's descriptors, TMA stores): a tile written from registers and then read by wgmma needs it.
