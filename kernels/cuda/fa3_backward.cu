@@ -337,6 +337,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
       prev_q0 = q0, prev_stat_row0 = stat_row0;
     }
     wgmma_wait<0>();
+    // The stage's L and D were read by every lane: __syncwarp orders those reads before lane 0's release (the
+    // producer's second warp rewrites them; racecheck reported the race without it).
+    __syncwarp();
     if (releaser) mbarrier_arrive(&q_empty[stage]);
   }
   if constexpr (FusedDq) {  // the last step's dQ partial (issued even without steps, on buffer 1's zeros, as above)
