@@ -505,7 +505,9 @@ void launch_backward(const BackwardParams& p, cudaStream_t stream) {
   }
   const dim3 kv_grid((s.seq_k + kCtaRows - 1) / kCtaRows, s.heads_kv, s.batch);
   if (!p.deterministic) {  // fused: dQ's partials added into p.dq_accum by the key-tiled pass, then scaled and rounded
-    if (p.dq_accum == nullptr) throw std::runtime_error("cuda.fa3 backward: the fused backward needs the dq_accum workspace");
+    if (p.dq_accum == nullptr || reinterpret_cast<std::uintptr_t>(p.dq_accum) % 16 != 0) {
+      throw std::runtime_error("cuda.fa3 backward: the fused backward needs a 16-byte aligned dq_accum workspace (its atomics are 16-byte vectors)");
+    }
     check_launch_result(cudaMemsetAsync(p.dq_accum, 0, dq_accum_bytes(p), stream), "cuda.fa3 backward: dq_accum");
     constexpr std::size_t bytes = dk_dv_smem_bytes<T, D, true>();
     auto* kernel = fa3_dk_dv_kernel<T, D, true>;

@@ -513,7 +513,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
         if (releaser) mbarrier_arrive(&v_empty[e % Stages]);
       }
     }
-    if (releaser) mbarrier_arrive(&q_empty[qb]);  // (every product on this Q is complete)
+    // (every product on this Q is complete; Persistent: every lane read tile_of_buffer[qb], which the producer
+    // rewrites after this release, so __syncwarp orders those reads before lane 0's arrival)
+    if constexpr (Persistent) __syncwarp();
+    if (releaser) mbarrier_arrive(&q_empty[qb]);
     store_rows<typename Ops::Out, D, Ops::kBlockScales>(o, st, th, p, c.h, c.b, o_exp);
     rescales += st.rescales;
     kv += n_tiles;
