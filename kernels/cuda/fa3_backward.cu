@@ -5,7 +5,7 @@
 // P^T = exp2(s S^T - L) and dS^T = P^T o (dP^T - D) in registers, both rounded to the storage format as A
 // fragments, then dV += P^T dO and dK += dS^T Q with dO's and Q's tiles as MN-major B operands (the forward's V form).
 //   - fused (p.deterministic false; FA3's default): the same pass adds dQ's partial dS K of every step into an
-//     fp32 accumulator by vector atomics (dS through shared memory, below), then a kernel scales and rounds it.
+//     fp32 accumulator by TMA reductions (dS through shared memory, below), then a kernel scales and rounds it.
 //     Five products per tile, as counted; the order of dQ's fp32 additions varies from run to run.
 //   - two passes (p.deterministic; no atomics, the same bits every run): a query-tiled dQ pass after it, where a CTA
 //     owns 128 query rows (two warpgroups of 64) and walks the key tiles of 128: S = Q K^T and dP = dO V^T by
@@ -59,8 +59,9 @@ __device__ inline RowStat row_stat(const BackwardParams& p, std::int64_t stat_ro
 // operand; K's tiles are the MN-major B. At d = 128 warpgroup g computes dQ's columns 64 g .. 64 g + 63 over all
 // 128 keys (both halves of dS^T), at d = 64 all 64 columns over its own 64 keys (each group adds its own partial;
 // the buffers' hand-over is the same at both d, more than d = 64 needs). The partials go to p.dq_accum by 16-byte
-// vector atomics (add_dq).
+// TMA reductions from shared memory (reduce_dq).
 constexpr unsigned kDsBytes = kCtaRows * 128;  // 128 keys x 64 16-bit queries
+constexpr unsigned kDqStageBytes = kGroupRows * 64 * 4;  // a group's dQ partial, 64 rows x 64 fp32 (reduce_dq)
 
 // dQ's partial dS K of one step: at d = 128 this group's 64 columns of d over all 128 keys, at d = 64 all 64 columns
 // over the group's own 64 keys. dS^T's tile is the MN-major A, K's tiles the MN-major B. Issued and committed as one
@@ -80,27 +81,42 @@ __device__ inline void issue_dq(float (&dq)[8][4], const unsigned char* ds_tile,
   wgmma_commit();
 }
 
-// dQ's partial added into the fp32 accumulator: one 16-byte vector atomic per n8 block, the quad's even thread
-// taking row g's four columns 2t .. 2t + 3, the odd one row g + 8's 2t - 2 .. 2t + 1, each trading one pair with its
-// neighbour (8 atomics a thread instead of 16 pairs: the pairs' atomics and their address registers held the LSU).
+// dQ's partial added into the fp32 accumulator by TMA: the group's 64 query rows x 64 columns staged in `stage` as
+// two boxes of 32 columns (the 128-byte swizzle, as dq_map reads them), then one reduction per box, both issued by
+// the group's first thread as one bulk group. Two staging buffers a group, alternating: the first thread waits until
+// the reduction from this buffer two adds ago has read it, before the group's first barrier. Rows past Nq are
+// outside dq_map and skipped. (Atomics from registers before: 8 16-byte vectors a thread, plus the quad shuffles
+// that built them; the reductions move full lines.)
 template <int D>
-__device__ inline void add_dq(const float (&dq)[8][4], float* dq_accum, std::int64_t stat_row0, int q0, int seq_q, int group, int warp, int lane) {
+__device__ inline void reduce_dq(const float (&dq)[8][4], unsigned char* stage, const CUtensorMap* dq_map, int q0, int h, int b, int group, int warp, int lane) {
+  const bool leader = threadIdx.x % 128 == 0;
+  if (leader) bulk_wait_read<1>();
+  named_barrier_sync(1 + group, 128);
   const int t = lane % 4;
-  const bool odd = t & 1;
-  const int q = q0 + 16 * warp + lane / 4 + (odd ? 8 : 0);
-  float* dst = dq_accum + (stat_row0 + q) * D + (D == 128 ? 64 * group : 0) + 2 * (t & ~1);
+  const std::uint32_t base = smem_address(stage);
 #pragma unroll
-  for (int nb = 0; nb < 8; ++nb) {
-    const float give0 = odd ? dq[nb][0] : dq[nb][2], give1 = odd ? dq[nb][1] : dq[nb][3];
-    const float got0 = __shfl_xor_sync(0xffffffffu, give0, 1), got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
-    const float4 v = odd ? make_float4(got0, got1, dq[nb][2], dq[nb][3]) : make_float4(dq[nb][0], dq[nb][1], got0, got1);
-    if (q < seq_q) atomicAdd(reinterpret_cast<float4*>(dst + nb * 8), v);
+  for (int r = 0; r < 2; ++r) {
+    const int row = 16 * warp + lane / 4 + 8 * r;
+#pragma unroll
+    for (int nb = 0; nb < 8; ++nb) {
+      const int byte = 4 * ((8 * nb + 2 * t) % 32);
+      const std::uint32_t address = base + (nb / 4) * 8192 + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15));
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(address), "f"(dq[nb][2 * r]), "f"(dq[nb][2 * r + 1]) : "memory");
+    }
+  }
+  fence_proxy_async_shared();
+  named_barrier_sync(1 + group, 128);
+  if (leader) {
+    const int col0 = D == 128 ? 64 * group : 0;
+    tma_reduce_add_4d(dq_map, stage, col0, q0, h, b);
+    tma_reduce_add_4d(dq_map, stage + 8192, col0 + 32, q0, h, b);
+    bulk_commit();
   }
 }
 
 template <class T, int D, bool FusedDq>
 constexpr std::size_t dk_dv_smem_bytes() {
-  return 2 * kConsumers * Tiles<T, D>::kQBytes + kBwdStages * 2 * Tiles<T, D>::kQBytes + (FusedDq ? 2 * kDsBytes : 0) + 1024;
+  return 2 * kConsumers * Tiles<T, D>::kQBytes + kBwdStages * 2 * Tiles<T, D>::kQBytes + (FusedDq ? 2 * kDsBytes + 2 * kConsumers * kDqStageBytes : 0) + 1024;
 }
 
 // dS^T's A fragments (rows: keys key and key + 8 of the CTA's 128; k16 step kk: queries 16 kk + 2 t (+ 1) and
@@ -164,7 +180,7 @@ __device__ inline void p_transposed(float (&st)[8][4], const float (&l2_of)[8][2
 template <class T, int D, bool FusedDq>
 __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                                                                   const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap dout_map,
-                                                                  const BackwardParams p) {
+                                                                  const __grid_constant__ CUtensorMap dq_map, const BackwardParams p) {
   using Tl = Tiles<T, D>;
   constexpr unsigned kGroupBytes = Tl::kQBytes;  // 64 rows x D: a group's K or V, a Q or dO tile
   extern __shared__ unsigned char smem_raw[];
@@ -173,6 +189,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   unsigned char* sQ = sV + kConsumers * kGroupBytes;    // stage e at + e kGroupBytes
   unsigned char* sG = sQ + kBwdStages * kGroupBytes;    // dO
   unsigned char* sDS = sG + kBwdStages * kGroupBytes;   // (FusedDq) buffer i at + i kDsBytes
+  unsigned char* sDQ = sDS + 2 * kDsBytes;              // (FusedDq) group g's staging buffer i at + (2 g + i) kDqStageBytes
   __shared__ alignas(8) std::uint64_t kv_full, q_full[kBwdStages], q_empty[kBwdStages];
   __shared__ alignas(8) std::uint64_t ds_full[2], ds_empty[2];  // (FusedDq) dS^T's buffers; every consumer thread arrives
   // Each stage's query rows' L (log2 units; +inf past Nq or where no key is visible, so P = 0) and D, written by the
@@ -248,8 +265,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   float dk[D / 8][4], dv[D / 8][4];
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) dk[i][0] = dk[i][1] = dk[i][2] = dk[i][3] = dv[i][0] = dv[i][1] = dv[i][2] = dv[i][3] = 0.f;
-  int prev_q0 = 0;  // (FusedDq) the previous step's query tile and head
-  std::int64_t prev_stat_row0 = 0;
+  int prev_q0 = 0, prev_h = 0;  // (FusedDq) the previous step's query tile and head
   mbarrier_wait(&kv_full, 0);
   for (int e = 0; e < steps; ++e) {
     const int stage = e % kBwdStages, h = hk * group_size + e / per_head, q0 = (first_tile + e % per_head) * kQueryRows;
@@ -259,7 +275,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     float st[8][4], dpt[8][4];  // S^T and dP^T: rows = this group's 64 keys, columns = the tile's 64 queries
     float dq[8][4];             // (FusedDq) the previous step's dQ partial: 64 queries x 64 columns of d
     // Five products a step, in commit groups that complete in order: S^T | dP^T | dV | (fused: dQ) | dK. P^T is
-    // computed while dP^T runs, dS^T while dV runs, and dQ's atomics are issued while dK runs. (dQ is issued after
+    // computed while dP^T runs, dS^T while dV runs, and dQ's reductions are issued while dK runs. (dQ is issued after
     // dV is done: P^T's A fragments and dQ's accumulators live at once spill at d = 128.)
     wgmma_fence();
 #pragma unroll
@@ -275,7 +291,6 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     }
     wgmma_commit();
     // P^T and dS^T; a tile that crosses Nq, Nk or the diagonal for some pair of this warp tests every element.
-    const std::int64_t stat_row0 = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q;
     const int warp_key_last = k0 + group * kGroupRows + 16 * warp + 15;
     const bool masked = warp_key_last >= s.seq_k || (causal && warp_key_last > q0 + offset);
     float l2[8][2];  // L of this thread's 16 queries, read while S^T computes
@@ -333,8 +348,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     if constexpr (FusedDq) {
       wgmma_wait<1>();  // dQ(e - 1) (dK still running)
       mbarrier_arrive(&ds_empty[(e + 1) % 2]);
-      if (e > 0) add_dq<D>(dq, p.dq_accum, prev_stat_row0, prev_q0, s.seq_q, group, warp, lane);
-      prev_q0 = q0, prev_stat_row0 = stat_row0;
+      if (e > 0) reduce_dq<D>(dq, sDQ + (2 * group + e % 2) * kDqStageBytes, &dq_map, prev_q0, prev_h, b, group, warp, lane);
+      prev_q0 = q0, prev_h = h;
     }
     wgmma_wait<0>();
     // The stage's L and D were read by every lane: __syncwarp orders those reads before lane 0's release (the
@@ -347,7 +362,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     if (steps > 0) mbarrier_wait(&ds_full[(steps - 1) % 2], ((steps - 1) / 2) & 1);
     issue_dq<T, D>(dq, sDS + ((steps + 1) % 2) * kDsBytes, sK, group);
     wgmma_wait<0>();
-    if (steps > 0) add_dq<D>(dq, p.dq_accum, prev_stat_row0, prev_q0, s.seq_q, group, warp, lane);
+    if (steps > 0) reduce_dq<D>(dq, sDQ + (2 * group + steps % 2) * kDqStageBytes, &dq_map, prev_q0, prev_h, b, group, warp, lane);
+    if (threadIdx.x % 128 == 0) bulk_wait_all();  // the reductions complete before the CTA's shared memory is released
   }
   // dK = s dS^T Q, dV = P^T dO, rounded as the policy says (the gradients' Philox stream, logical [B, Hkv, Nk, D] index)
   T* dk_out = static_cast<T*>(p.dk.data) + b * p.dk.batch + hk * p.dk.head;
@@ -512,7 +528,9 @@ void launch_backward(const BackwardParams& p, cudaStream_t stream) {
     constexpr std::size_t bytes = dk_dv_smem_bytes<T, D, true>();
     auto* kernel = fa3_dk_dv_kernel<T, D, true>;
     allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3 fused backward");
-    kernel<<<kv_grid, kWsThreads, bytes, stream>>>(q64, k64, v64, g64, p);
+    const std::int64_t rows = s.seq_q, dim = s.head_dim;
+    const CUtensorMap dq_map = make_tensor_map_f32_sw128_bhnd(p.dq_accum, s.batch, s.heads_q, s.seq_q, s.head_dim, s.heads_q * rows * dim, rows * dim, dim, kGroupRows);
+    kernel<<<kv_grid, kWsThreads, bytes, stream>>>(q64, k64, v64, g64, dq_map, p);
     check_launch("cuda.fa3 backward: dK, dV and dQ's partials");
     launch_dq_convert<T>(p, s.scale, stream, "cuda.fa3 backward: dQ from its accumulator");
     return;
@@ -521,7 +539,7 @@ void launch_backward(const BackwardParams& p, cudaStream_t stream) {
     constexpr std::size_t bytes = dk_dv_smem_bytes<T, D, false>();
     auto* kernel = fa3_dk_dv_kernel<T, D, false>;
     allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3 dK/dV");
-    kernel<<<kv_grid, kWsThreads, bytes, stream>>>(q64, k64, v64, g64, p);
+    kernel<<<kv_grid, kWsThreads, bytes, stream>>>(q64, k64, v64, g64, q64, p);  // (dq_map unused: q64 fills the slot)
     check_launch("cuda.fa3 backward: dK/dV");
   }
   {

@@ -88,4 +88,10 @@ CUtensorMap make_tensor_map_e4m3_bhnd(const void* base, std::uint64_t batch, std
                      box_cols == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B, "e4m3");
 }
 
+CUtensorMap make_tensor_map_f32_sw128_bhnd(const float* base, std::uint64_t batch, std::uint64_t heads, std::uint64_t rows, std::uint64_t cols,
+                                           std::int64_t batch_stride, std::int64_t head_stride, std::int64_t row_stride, std::uint32_t box_rows) {
+  return encode_bhnd(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, base, batch, heads, rows, cols, batch_stride, head_stride, row_stride, 32, box_rows,
+                     CU_TENSOR_MAP_SWIZZLE_128B, "fp32");
+}
+
 }  // namespace fc::kernels::cuda::hopper

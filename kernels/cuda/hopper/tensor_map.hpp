@@ -32,4 +32,10 @@ CUtensorMap make_tensor_map_sw128_bhnd(Element16 element, const void* base, std:
 CUtensorMap make_tensor_map_e4m3_bhnd(const void* base, std::uint64_t batch, std::uint64_t heads, std::uint64_t rows, std::uint64_t cols, std::int64_t batch_stride,
                                       std::int64_t head_stride, std::int64_t row_stride, std::uint32_t box_cols, std::uint32_t box_rows);
 
+// A [B, H, N, C] fp32 tensor (every stride a multiple of 4, the base 16-byte aligned), boxes of 32 along C (128
+// bytes, the 128-byte swizzle's span) x box_rows along N of one (b, h); entries past N are neither read nor written
+// (per head). cuda.fa3's fused backward adds dQ's partials into its accumulator through it (a TMA reduction).
+CUtensorMap make_tensor_map_f32_sw128_bhnd(const float* base, std::uint64_t batch, std::uint64_t heads, std::uint64_t rows, std::uint64_t cols,
+                                           std::int64_t batch_stride, std::int64_t head_stride, std::int64_t row_stride, std::uint32_t box_rows);
+
 }  // namespace fc::kernels::cuda::hopper

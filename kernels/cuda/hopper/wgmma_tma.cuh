@@ -207,4 +207,26 @@ __device__ inline void wgmma_m64n128k16_ss(float (&d)[64], std::uint64_t a, std:
 // of it (wgmma's descriptors, TMA stores): a tile written from registers and then read by wgmma needs it.
 __device__ inline void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
+// --- TMA reductions (shared -> global) ---------------------------------------------------------------------
+// global[box at (c0, c1, c2, c3) of `map`] += the box in shared memory at src (laid out as the map's swizzle
+// writes it; 1024-byte aligned for the 128-byte swizzle), elementwise, in this thread's current bulk group (closed
+// by bulk_commit). Entries outside the tensor are skipped. The adds are atomic per element; their order between CTAs varies.
+// The source must be written and fenced (fence_proxy_async_shared) before, and not rewritten before
+// bulk_wait_read<N> says its reads are done.
+__device__ inline void tma_reduce_add_4d(const CUtensorMap* map, const void* src, int c0, int c1, int c2, int c3) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(reinterpret_cast<std::uint64_t>(map)),
+      "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+// Closes this thread's current bulk group (the reductions issued since the last commit).
+__device__ inline void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Waits until at most `Pending` of this thread's bulk groups still read their shared source.
+template <int Pending>
+__device__ inline void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(Pending) : "memory");
+}
+// Waits until every bulk group of this thread is complete (its global writes done).
+__device__ inline void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
 }  // namespace fc::kernels::cuda::hopper
