@@ -205,12 +205,11 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   const int q_tiles = (s.seq_q + kQueryRows - 1) / kQueryRows;
   const int first_tile = causal ? min(q_tiles, max(0, k0 - offset) / kQueryRows) : 0;
   const int per_head = q_tiles - first_tile, steps = per_head * group_size;
-  constexpr unsigned kReleasers = 4 * kConsumers;
 
   if (threadIdx.x == 0) {
     mbarrier_init(&kv_full, 1);
     // q_full: the copying thread's arrival (with the tiles' bytes) and the 32 of the warp writing L and D
-    for (int i = 0; i < kBwdStages; ++i) mbarrier_init(&q_full[i], 1 + 32), mbarrier_init(&q_empty[i], kReleasers);
+    for (int i = 0; i < kBwdStages; ++i) mbarrier_init(&q_full[i], 1 + 32), mbarrier_init(&q_empty[i], kConsumerThreads);
     for (int i = 0; i < 2; ++i) mbarrier_init(&ds_full[i], kConsumerThreads), mbarrier_init(&ds_empty[i], kConsumerThreads);
     mbarrier_init_fence();
   }
@@ -261,7 +260,6 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   const unsigned char* sKg = sK + group * kGroupBytes;
   const unsigned char* sVg = sV + group * kGroupBytes;
   const float scale2 = s.scale * fa3::kLog2e;
-  const bool releaser = lane == 0;
   float dk[D / 8][4], dv[D / 8][4];
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) dk[i][0] = dk[i][1] = dk[i][2] = dk[i][3] = dv[i][0] = dv[i][1] = dv[i][2] = dv[i][3] = 0.f;
@@ -352,10 +350,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
       prev_q0 = q0, prev_h = h;
     }
     wgmma_wait<0>();
-    // The stage's L and D were read by every lane: __syncwarp orders those reads before lane 0's release (the
-    // producer's second warp rewrites them; racecheck reported the race without it).
-    __syncwarp();
-    if (releaser) mbarrier_arrive(&q_empty[stage]);
+    // Every consumer thread releases the stage: each read the stage's L and D, which the producer's second warp
+    // rewrites after the release, and an arrival orders only its own thread's reads (with lane 0 alone arriving
+    // after a __syncwarp, racecheck still reported the reads against the rewrite).
+    mbarrier_arrive(&q_empty[stage]);
   }
   if constexpr (FusedDq) {  // the last step's dQ partial (issued even without steps, on buffer 1's zeros, as above)
     float dq[8][4];
@@ -522,7 +520,7 @@ void launch_backward(const BackwardParams& p, cudaStream_t stream) {
   const dim3 kv_grid((s.seq_k + kCtaRows - 1) / kCtaRows, s.heads_kv, s.batch);
   if (!p.deterministic) {  // fused: dQ's partials added into p.dq_accum by the key-tiled pass, then scaled and rounded
     if (p.dq_accum == nullptr || reinterpret_cast<std::uintptr_t>(p.dq_accum) % 16 != 0) {
-      throw std::runtime_error("cuda.fa3 backward: the fused backward needs a 16-byte aligned dq_accum workspace (its atomics are 16-byte vectors)");
+      throw std::runtime_error("cuda.fa3 backward: the fused backward needs a 16-byte aligned dq_accum workspace (its TMA reductions add into it through a tensor map)");
     }
     check_launch_result(cudaMemsetAsync(p.dq_accum, 0, dq_accum_bytes(p), stream), "cuda.fa3 backward: dq_accum");
     constexpr std::size_t bytes = dk_dv_smem_bytes<T, D, true>();
