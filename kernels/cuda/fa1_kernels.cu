@@ -44,8 +44,7 @@ void forward(const ForwardParams& p, cudaStream_t stream) {
 template <class T, int D>
 void backward(const BackwardParams& p, cudaStream_t stream) {
   if (p.dq_accum == nullptr || p.delta == nullptr) throw std::runtime_error("fa1_backward: needs the delta and dq_accum workspaces");
-  launch_delta<T>(p, stream, "fa1_backward delta");
-  check_launch_result(cudaMemsetAsync(p.dq_accum, 0, dq_accum_bytes(p), stream), "fa1_backward dq_accum");
+  launch_delta<T>(p, stream, "fa1_backward delta and dq_accum's zeros", true);
   using Cfg = DkDvConfig<D, 4, kDkDvStep<D>>;
   static_assert(Cfg::kBlockN == 64, "cpu.fa1's key tile");
   auto* kernel = dk_dv_kernel<T, D, 4, kDkDvStep<D>, DqMode::sequential>;

@@ -28,11 +28,13 @@ namespace fc::kernels::cuda {
 
 // D = rowsum(dO o O) in fp32: a row per d / 8 threads, each reading 16 bytes of O and of dO (vector
 // loads: rows are 16-byte aligned), summed over the row's threads by shuffles. Launched with
-// kConvertThreads threads and rows_per_block(d / 8) rows per block.
+// kConvertThreads threads and rows_per_block(d / 8) rows per block. With ZeroDqAccum each thread also
+// zeroes its 8 entries of the fp32 dQ accumulator (logical [B, Hq, Nq, d]; 16-byte aligned): the atomic
+// backwards' zeroing in the same pass over the rows instead of a separate memset before their dK/dV pass.
 constexpr int kConvertThreads = 256;
 __host__ __device__ constexpr int rows_per_block(int threads_per_row) { return kConvertThreads / threads_per_row; }
 
-template <class T>
+template <class T, bool ZeroDqAccum>
 __global__ void __launch_bounds__(kConvertThreads) delta_kernel(const BackwardParams p) {
   const AttentionShapeParams& s = p.shape;
   const int per_row = s.head_dim / 8;  // a power of two <= 32 (d in 64, 128): a row's threads share a warp
@@ -50,6 +52,10 @@ __global__ void __launch_bounds__(kConvertThreads) delta_kernel(const BackwardPa
       const float2 of = Storage<T>::unpack(ow[i]), gf = Storage<T>::unpack(gw[i]);
       sum = fmaf(of.x, gf.x, sum);
       sum = fmaf(of.y, gf.y, sum);
+    }
+    if constexpr (ZeroDqAccum) {
+      float4* dst = reinterpret_cast<float4*>(p.dq_accum + static_cast<std::int64_t>(r) * s.head_dim + c);
+      dst[0] = dst[1] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
   }
   for (int m = per_row / 2; m > 0; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);

@@ -66,9 +66,8 @@ template <class T, int D>
 void backward(const BackwardParams& p, cudaStream_t stream) {
   const bool tiled = p.dk_dv_layout == DkDvLayout::tiled || (p.dk_dv_layout == DkDvLayout::automatic && D == 128);
   if (!p.deterministic && p.dq_accum == nullptr) throw std::runtime_error("fa2_backward: the fast mode needs the dq_accum workspace");
-  launch_delta<T>(p, stream, "fa2_backward delta");
+  launch_delta<T>(p, stream, "fa2_backward delta (and, fast, dq_accum's zeros)", !p.deterministic);
   if (!p.deterministic) {  // fast: dQ partials added with atomics by the dk_dv pass
-    check_launch_result(cudaMemsetAsync(p.dq_accum, 0, dq_accum_bytes(p), stream), "fa2_backward dq_accum");
     if (tiled) {
       launch_dk_dv_tiled<T, D, true>(p, stream, "fa2_backward dk_dv (tiled, atomic dQ)");
     } else if (p.dk_dv_keys == 128) {

@@ -510,7 +510,10 @@ CUtensorMap map_of(const Strided& x, const BackwardParams& p, int heads, int row
 template <class T, int D>
 void launch_backward(const BackwardParams& p, cudaStream_t stream) {
   const AttentionShapeParams& s = p.shape;
-  launch_delta<T>(p, stream, "cuda.fa3 backward: D");
+  if (!p.deterministic && (p.dq_accum == nullptr || reinterpret_cast<std::uintptr_t>(p.dq_accum) % 16 != 0)) {
+    throw std::runtime_error("cuda.fa3 backward: the fused backward needs a 16-byte aligned dq_accum workspace (its TMA reductions add into it through a tensor map)");
+  }
+  launch_delta<T>(p, stream, "cuda.fa3 backward: D (and, fused, dq_accum's zeros)", !p.deterministic);
   const CUtensorMap q64 = map_of(p.q, p, s.heads_q, s.seq_q, kGroupRows), g64 = map_of(p.dout, p, s.heads_q, s.seq_q, kGroupRows);
   const CUtensorMap k64 = map_of(p.k, p, s.heads_kv, s.seq_k, kGroupRows), v64 = map_of(p.v, p, s.heads_kv, s.seq_k, kGroupRows);
   const CUtensorMap k128 = map_of(p.k, p, s.heads_kv, s.seq_k, kBlockN), v128 = map_of(p.v, p, s.heads_kv, s.seq_k, kBlockN);
@@ -519,10 +522,6 @@ void launch_backward(const BackwardParams& p, cudaStream_t stream) {
   }
   const dim3 kv_grid((s.seq_k + kCtaRows - 1) / kCtaRows, s.heads_kv, s.batch);
   if (!p.deterministic) {  // fused: dQ's partials added into p.dq_accum by the key-tiled pass, then scaled and rounded
-    if (p.dq_accum == nullptr || reinterpret_cast<std::uintptr_t>(p.dq_accum) % 16 != 0) {
-      throw std::runtime_error("cuda.fa3 backward: the fused backward needs a 16-byte aligned dq_accum workspace (its TMA reductions add into it through a tensor map)");
-    }
-    check_launch_result(cudaMemsetAsync(p.dq_accum, 0, dq_accum_bytes(p), stream), "cuda.fa3 backward: dq_accum");
     constexpr std::size_t bytes = dk_dv_smem_bytes<T, D, true>();
     auto* kernel = fa3_dk_dv_kernel<T, D, true>;
     allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3 fused backward");

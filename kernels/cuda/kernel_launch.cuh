@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -34,14 +35,19 @@ void by_head_dim(const char* family, const Params& p, F64 f64, F128 f128) {
   }
 }
 
-inline std::size_t dq_accum_bytes(const BackwardParams& p) {
-  return static_cast<std::size_t>(p.shape.batch) * p.shape.heads_q * p.shape.seq_q * p.shape.head_dim * sizeof(float);
-}
-
+// D (delta_kernel); with zero_dq_accum also p.dq_accum's zeros, in the same pass (the atomic backwards').
 template <class T>
-void launch_delta(const BackwardParams& p, cudaStream_t stream, const char* name) {
+void launch_delta(const BackwardParams& p, cudaStream_t stream, const char* name, bool zero_dq_accum = false) {
   const int rows = p.shape.batch * p.shape.heads_q * p.shape.seq_q, per_block = rows_per_block(p.shape.head_dim / 8);
-  delta_kernel<T><<<(rows + per_block - 1) / per_block, kConvertThreads, 0, stream>>>(p);
+  const int blocks = (rows + per_block - 1) / per_block;
+  if (zero_dq_accum) {
+    if (p.dq_accum == nullptr || reinterpret_cast<std::uintptr_t>(p.dq_accum) % 16 != 0) {
+      throw std::runtime_error(std::string(name) + ": the fp32 dQ accumulator must be given and 16-byte aligned");
+    }
+    delta_kernel<T, true><<<blocks, kConvertThreads, 0, stream>>>(p);
+  } else {
+    delta_kernel<T, false><<<blocks, kConvertThreads, 0, stream>>>(p);
+  }
   check_launch(name);
 }
 
