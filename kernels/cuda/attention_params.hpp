@@ -72,7 +72,7 @@ struct BackwardParams {
   const float* lse = nullptr;  // [B, Hq, Nq] contiguous fp32, as the forward wrote it
   StridedOut dq, dk, dv;
   float* delta = nullptr;      // workspace [B, Hq, Nq]: D = rowsum(dO o O)
-  float* dq_accum = nullptr;   // workspace [B, Hq, Nq, d] fp32: the dQ sum of fa2's fast mode and of fa1
+  float* dq_accum = nullptr;   // workspace [B, Hq, Nq, d] fp32, 16-byte aligned: the dQ sum of fa2's fast mode, fa1 and fa3's fused backward
   bool deterministic = true;   // fa2: dQ by its own query-tiled pass (no atomics) rather than atomics
   DkDvLayout dk_dv_layout = DkDvLayout::automatic;
   int dk_dv_keys = 64;         // fa2, warp_keys layout: keys per block, 64 (4 warps) or 128 (8 warps)

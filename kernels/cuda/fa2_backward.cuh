@@ -29,8 +29,9 @@ namespace fc::kernels::cuda {
 // D = rowsum(dO o O) in fp32: a row per d / 8 threads, each reading 16 bytes of O and of dO (vector
 // loads: rows are 16-byte aligned), summed over the row's threads by shuffles. Launched with
 // kConvertThreads threads and rows_per_block(d / 8) rows per block. With ZeroDqAccum each thread also
-// zeroes its 8 entries of the fp32 dQ accumulator (logical [B, Hq, Nq, d]; 16-byte aligned): the atomic
-// backwards' zeroing in the same pass over the rows instead of a separate memset before their dK/dV pass.
+// zeroes its 8 entries of the fp32 dQ accumulator (logical [B, Hq, Nq, d]; 16-byte aligned): the zeroing of
+// the backwards that sum dQ in fp32 (fa1, fa2.fast, fa3 fused), in the same pass over the rows instead of a
+// separate memset before their dK/dV pass.
 constexpr int kConvertThreads = 256;
 __host__ __device__ constexpr int rows_per_block(int threads_per_row) { return kConvertThreads / threads_per_row; }
 

@@ -58,8 +58,8 @@ __device__ inline RowStat row_stat(const BackwardParams& p, std::int64_t stat_ro
 // [key][query] of the CTA's 128 keys (kDsBytes, two buffers by step parity), which is dS as an MN-major A
 // operand; K's tiles are the MN-major B. At d = 128 warpgroup g computes dQ's columns 64 g .. 64 g + 63 over all
 // 128 keys (both halves of dS^T), at d = 64 all 64 columns over its own 64 keys (each group adds its own partial;
-// the buffers' hand-over is the same at both d, more than d = 64 needs). The partials go to p.dq_accum by 16-byte
-// TMA reductions from shared memory (reduce_dq).
+// the buffers' hand-over is the same at both d, more than d = 64 needs). The partials go to p.dq_accum by TMA
+// tensor reductions from shared memory (reduce_dq).
 constexpr unsigned kDsBytes = kCtaRows * 128;  // 128 keys x 64 16-bit queries
 constexpr unsigned kDqStageBytes = kGroupRows * 64 * 4;  // a group's dQ partial, 64 rows x 64 fp32 (reduce_dq)
 
@@ -351,8 +351,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     }
     wgmma_wait<0>();
     // Every consumer thread releases the stage: each read the stage's L and D, which the producer's second warp
-    // rewrites after the release, and an arrival orders only its own thread's reads (with lane 0 alone arriving
-    // after a __syncwarp, racecheck still reported the reads against the rewrite).
+    // rewrites after the release, and each thread's arrival orders its own reads. (With lane 0 alone arriving after
+    // a __syncwarp, racecheck still reported the reads against the rewrite, though it takes that pattern in the
+    // persistent forward.)
     mbarrier_arrive(&q_empty[stage]);
   }
   if constexpr (FusedDq) {  // the last step's dQ partial (issued even without steps, on buffer 1's zeros, as above)

@@ -35,7 +35,8 @@ void by_head_dim(const char* family, const Params& p, F64 f64, F128 f128) {
   }
 }
 
-// D (delta_kernel); with zero_dq_accum also p.dq_accum's zeros, in the same pass (the atomic backwards').
+// D (delta_kernel); with zero_dq_accum also p.dq_accum's zeros, in the same pass (for the backwards that
+// sum dQ in fp32: fa1's sequential pass, fa2.fast's and fa3's fused one).
 template <class T>
 void launch_delta(const BackwardParams& p, cudaStream_t stream, const char* name, bool zero_dq_accum = false) {
   const int rows = p.shape.batch * p.shape.heads_q * p.shape.seq_q, per_block = rows_per_block(p.shape.head_dim / 8);
