@@ -141,20 +141,6 @@ __device__ inline void store_ds_tile(unsigned char* tile, const std::uint32_t (&
 // + c). Masked (the warp's pairs cross Nk or the diagonal) tests each key; queries past Nq need no test (their L is
 // +inf, so P = 0). Two instantiations, as in the forward's softmax: a runtime test inside the element loop compiled to
 // a branch per element.
-// acc += A B over the 64 queries of a step: A (P^T or dS^T, this group's 64 keys) as four k16 A fragments from
-// registers, B (dO's or Q's tile, 64 queries x D) MN-major by descriptor; the caller fences and commits.
-template <class T, int D>
-__device__ inline void mma_over_queries(float (&acc)[D / 8][4], const std::uint32_t (&a)[4][4], std::uint64_t b) {
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    if constexpr (D == 128) {
-      wgmma_m64n128k16_rs_tn<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[64]>(acc), a[kk], wgmma_descriptor_advance_mn(b, kk), 1);
-    } else {
-      wgmma_m64n64k16_rs_tn<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[32]>(acc), a[kk], wgmma_descriptor_advance_mn(b, kk), 1);
-    }
-  }
-}
-
 template <bool Masked>
 __device__ inline void p_transposed(float (&st)[8][4], const float (&l2_of)[8][2], float scale2, int q0, int key_row0, int t, int seq_k, bool causal, int offset) {
 #pragma unroll
@@ -308,7 +294,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     for (int kk = 0; kk < 4; ++kk) a_from_c<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
     const std::uint64_t g_desc = wgmma_descriptor_sw128_mn(sGe, kQBox), q_desc = wgmma_descriptor_sw128_mn(sQe, kQBox);
     wgmma_fence();
-    mma_over_queries<T, D>(dv, pa, g_desc);
+    mma_rs_mn_b<T, D, 4>(dv, pa, g_desc);  // over the step's 64 queries: P^T's fragments, dO's tile
     wgmma_commit();
     wgmma_wait<1>();  // dP^T
 #pragma unroll
@@ -341,7 +327,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     } else {
       wgmma_fence();
     }
-    mma_over_queries<T, D>(dk, dsa, q_desc);
+    mma_rs_mn_b<T, D, 4>(dk, dsa, q_desc);  // dS^T's fragments, Q's tile
     wgmma_commit();
     if constexpr (FusedDq) {
       wgmma_wait<1>();  // dQ(e - 1) (dK still running)

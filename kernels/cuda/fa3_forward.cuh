@@ -82,20 +82,27 @@ __device__ inline void p_fragments(std::uint32_t (&pa)[8][4], const float (&sc)[
   for (int kk = 0; kk < 8; ++kk) a_from_c<T>(pa[kk], sc[2 * kk], sc[2 * kk + 1]);
 }
 
+// acc += A B over Steps k16 steps, n = D: A as Steps fragments from registers, B an MN-major tile by its
+// descriptor b (advanced one k16 block a step). The caller fences and commits. (P V here; the backward's dV and dK.)
+template <class T, int D, int Steps>
+__device__ inline void mma_rs_mn_b(float (&acc)[D / 8][4], const std::uint32_t (&a)[Steps][4], std::uint64_t b) {
+#pragma unroll
+  for (int kk = 0; kk < Steps; ++kk) {
+    if constexpr (D == 128) {
+      wgmma_m64n128k16_rs_tn<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[64]>(acc), a[kk], wgmma_descriptor_advance_mn(b, kk), 1);
+    } else {
+      wgmma_m64n64k16_rs_tn<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[32]>(acc), a[kk], wgmma_descriptor_advance_mn(b, kk), 1);
+    }
+  }
+}
+
 // O += P V with P's A fragments from registers and V's tile MN-major. Issued and committed as one group;
 // the caller waits for it, and neither o nor pa may be touched before (ptxas keeps them live until the wait).
 template <class T, int D>
 __device__ inline void issue_pv(float (&o)[D / 8][4], const std::uint32_t (&pa)[8][4], const unsigned char* sV) {
   const std::uint64_t dv = wgmma_descriptor_sw128_mn(sV, kKVBox);  // (D = 64: one n block, the offset unused)
   wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < 8; ++kk) {
-    if constexpr (D == 128) {
-      wgmma_m64n128k16_rs_tn<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[64]>(o), pa[kk], wgmma_descriptor_advance_mn(dv, kk), 1);
-    } else {
-      wgmma_m64n64k16_rs_tn<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[32]>(o), pa[kk], wgmma_descriptor_advance_mn(dv, kk), 1);
-    }
-  }
+  mma_rs_mn_b<T, D, 8>(o, pa, dv);
   wgmma_commit();
 }
 
