@@ -26,6 +26,8 @@
 // order), and attnres_dw_sum_kernel adds the chunks in order.
 #pragma once
 
+#include <type_traits>
+
 #include "kernels/cuda/attnres_kernels.cuh"
 
 namespace fc::kernels::cuda {
@@ -360,10 +362,13 @@ __device__ inline const float* stage_queries(const AttnResParams& p, float* area
   return area;
 }
 // w_s's 8 entries at c: from the staged copy, or else from global memory
+__device__ inline void staged_float8(const float* staged, int D, int s, int c, float (&w)[8]) {
+  const float4 a = reinterpret_cast<const float4*>(staged + s * D + c)[0], b = reinterpret_cast<const float4*>(staged + s * D + c)[1];
+  w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+}
 __device__ inline void query8(const AttnResParams& p, const float* staged, int s, int c, float (&w)[8]) {
   if (staged) {
-    const float4 a = reinterpret_cast<const float4*>(staged + s * p.dim + c)[0], b = reinterpret_cast<const float4*>(staged + s * p.dim + c)[1];
-    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+    staged_float8(staged, p.dim, s, c, w);
   } else {
     load8(row_ptr(p.queries, 0, 0, s), p.queries.type, c, w);
   }
@@ -445,6 +450,8 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_forward_lan
   bool in_row[K];  // whether the lane's chunk kk lies inside the row (D not a multiple of 256 W K)
 #pragma unroll
   for (int kk = 0; kk < K; ++kk) in_row[kk] = at.entry(kk) < D;
+  // The common case: full rows (D = 256 W K), staged queries, o in the values' format to nearest, unscaled.
+  const bool fast = D == 256 * W * K && wq != nullptr && p.o.type == E && p.o.scale == nullptr && !p.rounding.stochastic;
   const int groups = at.groups(), step = gridDim.x * groups;
   const auto issue = [&](int first, int slot) {
     const int bt = first + at.group;
@@ -465,57 +472,66 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_forward_lan
     group_sync(W);  // (the previous token's readers of part and weight are done)
     float x[NMAX][K][8];
     load_token_rows<true, E, K>(p, 0, 0, active, at, x, bad_v, part, ring.slot(slot));  // (b, t: only for unstaged rows)
-    for (int s0 = 0; s0 < S; s0 += LB) {  // w_s . v_i for LB layers at a time, each in kk order (dot8)
-      float acc[LB * NMAX];
+    // w_s . v_i for LB layers at a time, each in kk order (dot8). Full rows with staged queries (the
+    // common shapes) take a copy of the loop with no per-chunk or per-layer tests: the last batch
+    // repeats layer S - 1 into the unused sums past S instead of testing s0 + j < S.
+    const auto logits = [&](auto full_rows) {
+      constexpr bool full = decltype(full_rows)::value;
+      for (int s0 = 0; s0 < S; s0 += LB) {
+        float acc[LB * NMAX];
 #pragma unroll
-      for (int j = 0; j < LB * NMAX; ++j) acc[j] = 0.f;
+        for (int j = 0; j < LB * NMAX; ++j) acc[j] = 0.f;
 #pragma unroll
-      for (int kk = 0; kk < K; ++kk) {
-        if (!in_row[kk]) continue;
+        for (int kk = 0; kk < K; ++kk) {
+          if (!full && !in_row[kk]) continue;
 #pragma unroll
-        for (int j = 0; j < LB; ++j) {
-          if (s0 + j >= S) break;
-          float w[8];
-          query8(p, wq, s0 + j, at.entry(kk), w);
+          for (int j = 0; j < LB; ++j) {
+            if (!full && s0 + j >= S) break;
+            const int s = s0 + j < S ? s0 + j : S - 1;
+            float w[8];
+            if constexpr (full) {
+              staged_float8(wq, D, s, at.entry(kk), w);
+            } else {
+              query8(p, wq, s, at.entry(kk), w);
+            }
 #pragma unroll
-          for (int i = 0; i < NMAX; ++i) acc[j * NMAX + i] = dot8(acc[j * NMAX + i], w, x[i][kk]);
+            for (int i = 0; i < NMAX; ++i) acc[j * NMAX + i] = dot8(acc[j * NMAX + i], w, x[i][kk]);
+          }
         }
+        warp_sums_to(acc, at.lane, part + (1 + s0) * NMAX);
       }
-      warp_sums_to(acc, at.lane, part + (1 + s0) * NMAX);
+    };
+    if (fast) {
+      logits(std::true_type{});
+    } else {
+      logits(std::false_type{});
     }
     group_sync(W);
-    // per layer (lane s of every warp, each for itself): the logits, m, exp(s_i - m), l, the weights, lse
-    for (int s = at.lane; s < S; s += 32) {
-      float logit[NMAX], e[NMAX], m = -INFINITY, l = 0.f;
+    // The softmax of each layer's N logits, lane q of the warp on layer q / NMAX, source q % NMAX (every
+    // warp of the group for itself): one logit, one exp per lane, m and l over the layer's NMAX lanes.
+    // l is summed in source order (a shuffle per source, not a tree), so lse and the weights keep the
+    // bits of the sequential loop over the sources.
+    for (int q0 = 0; q0 < S * NMAX; q0 += 32) {
+      const int q = q0 + at.lane, s = q / NMAX, i = q % NMAX;
+      const bool valid = q < S * NMAX && i < N;
+      float logit = -INFINITY;
+      if (valid) logit = rms_inverse(group_total(scratch, stride, at, i), D, p.eps) * group_total(scratch, stride, at, (1 + s) * NMAX + i);
+      float m = logit;
 #pragma unroll
-      for (int i = 0; i < NMAX; ++i) {
-        if (i < N) {
-          const float ri = rms_inverse(group_total(scratch, stride, at, i), D, p.eps);
-          logit[i] = ri * group_total(scratch, stride, at, (1 + s) * NMAX + i);
-          m = fmaxf(m, logit[i]);
-        }
-      }
+      for (int lanes = 1; lanes < NMAX; lanes *= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, lanes));
+      const float e = valid ? expf(logit - m) : 0.f;
+      float l = 0.f;
 #pragma unroll
-      for (int i = 0; i < NMAX; ++i) {
-        if (i < N) e[i] = expf(logit[i] - m), l += e[i];
-      }
+      for (int j = 0; j < NMAX; ++j) l += __shfl_sync(0xffffffffu, e, (at.lane & ~(NMAX - 1)) + j);
       // o = sum_i (e_i / l) v_i: the weights normalised once per layer rather than o scaled per entry;
       // zero past N (those rows are zeros too), so the output loop needs no test of N
-      const float inv_l = 1.f / l;
-#pragma unroll
-      for (int i = 0; i < NMAX; ++i) weight[s * NMAX + i] = i < N ? e[i] * inv_l : 0.f;
-      if (active && at.in_group == 0) p.lse[static_cast<std::int64_t>(s) * BT + bt] = m + logf(l);
+      if (q < S * NMAX) weight[q] = e * (1.f / l);
+      if (q < S * NMAX && i == 0 && active && at.in_group == 0) p.lse[static_cast<std::int64_t>(s) * BT + bt] = m + logf(l);
     }
     __syncwarp();
-    // o's rows in the values' format, to nearest, unscaled (the common case): stored here, typed, through
-    // a pointer stepped by a layer's rows rather than a 64-bit row product per layer (version 7: 1.5 % on
-    // the H200; under the 128-register cap the compiler still rematerialises some addresses)
-    const bool plain_o = p.o.type == E && p.o.scale == nullptr && !p.rounding.stochastic;
-    constexpr int kRowBytes = E == Elem::f32 ? 4 : 2;
-    unsigned char* o_row = static_cast<unsigned char*>(p.o.data) + static_cast<std::int64_t>(bt) * D * kRowBytes;
-    const std::int64_t layer_bytes = static_cast<std::int64_t>(BT) * D * kRowBytes;
-    for (int s = 0; s < S; ++s, o_row += layer_bytes) {  // o_s = sum_i p_i v_i, sources in order, from the registers
-      float pw[NMAX], o[K][8];
+    // o_s = sum_i p_i v_i, sources in order, from the registers
+    const auto combine = [&](int s, float (&o)[K][8]) {
+      float pw[NMAX];
       load_weights(weight + s * NMAX, pw);
 #pragma unroll
       for (int kk = 0; kk < K; ++kk) {
@@ -527,13 +543,25 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_forward_lan
           for (int k = 0; k < 8; ++k) o[kk][k] = fmaf(pw[i], x[i][kk][k], o[kk][k]);
         }
       }
-      if (plain_o) {
-        if (!active) continue;
+    };
+    if (fast) {
+      // o's rows in the values' format, to nearest, unscaled, full (the common case): each lane's K
+      // chunk addresses stepped by a layer's rows, no test per layer (version 8)
+      if (!active) continue;
+      constexpr int kRowBytes = E == Elem::f32 ? 4 : 2;
+      unsigned char* o_lane = static_cast<unsigned char*>(p.o.data) + (static_cast<std::int64_t>(bt) * D + at.entry(0)) * kRowBytes;
+      const std::int64_t layer_bytes = static_cast<std::int64_t>(BT) * D * kRowBytes;
+      const int chunk_bytes = 256 * W * kRowBytes;  // from chunk kk to kk + 1
+      for (int s = 0; s < S; ++s, o_lane += layer_bytes) {
+        float o[K][8];
+        combine(s, o);
 #pragma unroll
-        for (int kk = 0; kk < K; ++kk) {
-          if (in_row[kk]) store8(o_row, E, at.entry(kk), o[kk]);
-        }
-      } else {
+        for (int kk = 0; kk < K; ++kk) store8(o_lane + kk * chunk_bytes, E, 0, o[kk]);
+      }
+    } else {
+      for (int s = 0; s < S; ++s) {
+        float o[K][8];
+        combine(s, o);
         store_lane_row<K>(p.o, static_cast<std::int64_t>(s) * BT + bt, D, o, at, active, p.rounding, p.o_stream, red);
       }
     }
