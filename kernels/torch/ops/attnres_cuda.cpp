@@ -69,34 +69,37 @@ at::Tensor dw_workspace(const AttnResParams& p, const at::Tensor& like) {
 }
 
 // NaN and Inf in the inputs. The lane kernels find them in the entries they read anyway
-// (cuda::attnres_checks_inputs): a 4-byte flag per call, zeroed before the launch and read back after
-// it, names the inputs that hold one. The block kernels do not: their inputs get a pass of their own
+// (cuda::attnres_checks_inputs): a 4-byte flag per AttnResInputCheck (one op's launch, or both phases of
+// the block op), zeroed before the first launch and read back after the last, names the inputs that hold one. The block kernels do not: their inputs get a pass of their own
 // first (check_all_finite). Either way the op raises an error that names the input.
 using Named = std::initializer_list<std::pair<const at::Tensor*, const char*>>;
-at::Tensor begin_input_check(const char* op, AttnResParams& p, cuda::AttnResPhase phase, const at::Tensor& like, Named tensors) {
-  if (!input_checks_enabled()) return {};  // (p.nonfinite stays null: the kernels report nothing)
+// Arms `check` for a launch of `phase`: p.nonfinite points at its flag, or, where that phase's kernels do
+// not report, the inputs get a pass of their own now. Nothing while the checks are off.
+void arm(AttnResInputCheck& check, AttnResParams& p, cuda::AttnResPhase phase, const at::Tensor& like, Named tensors) {
+  if (!input_checks_enabled()) return;  // (p.nonfinite stays null: the kernels report nothing)
   if (!cuda::attnres_checks_inputs(p, phase)) {
-    check_all_finite(op, tensors);
-    return {};
+    check_all_finite(check.op(), tensors);
+    return;
   }
-  at::Tensor flag = at::zeros({1}, like.options().dtype(at::kInt));
-  p.nonfinite = reinterpret_cast<unsigned*>(flag.data_ptr<int>());
-  return flag;
+  if (!check.flag.defined()) check.flag = at::zeros({1}, like.options().dtype(at::kInt));
+  p.nonfinite = reinterpret_cast<unsigned*>(check.flag.data_ptr<int>());
 }
-void end_input_check(const char* op, const at::Tensor& flag) {
+
+}  // namespace
+
+void AttnResInputCheck::finish() {
   if (!flag.defined()) return;
   const auto bits = static_cast<unsigned>(flag.item<int>());  // (waits for the kernels)
+  flag = at::Tensor();
   static const std::pair<unsigned, const char*> names[] = {
       {cuda::kNonfiniteValues, "values"}, {cuda::kNonfiniteQueries, "queries"}, {cuda::kNonfinitePartial, "partial"},
       {cuda::kNonfiniteO, "o"},           {cuda::kNonfiniteLse, "lse"},         {cuda::kNonfiniteDh, "dh"},
       {cuda::kNonfiniteDo, "d_o"},        {cuda::kNonfiniteDlse, "d_lse"}};
-  for (const auto& [bit, what] : names) TORCH_CHECK((bits & bit) == 0, "flashcheck.", op, ": ", what, " contains NaN or Inf");
+  for (const auto& [bit, what] : names) TORCH_CHECK((bits & bit) == 0, "flashcheck.", op_, ": ", what, " contains NaN or Inf");
 }
 
-
-}  // namespace
-
-std::tuple<at::Tensor, at::Tensor> attnres_phase1_forward_cuda(const at::Tensor& values_, const at::Tensor& queries_, double eps) {
+std::tuple<at::Tensor, at::Tensor> attnres_phase1_forward_cuda(const at::Tensor& values_, const at::Tensor& queries_, double eps,
+                                                               AttnResInputCheck* shared) {
   const char* op = "attnres_phase1_forward";
   const c10::DeviceGuard device(values_.device());
   const at::Tensor values = unit_stride(values_), queries = unit_stride(queries_);
@@ -104,14 +107,15 @@ std::tuple<at::Tensor, at::Tensor> attnres_phase1_forward_cuda(const at::Tensor&
   at::Tensor o = at::empty({p.layers, p.batch, p.tokens, p.dim}, values.options());
   at::Tensor lse = at::empty({p.layers, p.batch, p.tokens}, values.options().dtype(at::kFloat));
   p.values = in4(op, values), p.queries = in_queries(op, queries), p.o = out(op, o), p.lse = lse.data_ptr<float>();
-  const at::Tensor flag = begin_input_check(op, p, cuda::AttnResPhase::phase1_forward, values, {{&values, "values"}, {&queries, "queries"}});
+  AttnResInputCheck own(op);  // (used where no check is shared)
+  arm(shared != nullptr ? *shared : own, p, cuda::AttnResPhase::phase1_forward, values, {{&values, "values"}, {&queries, "queries"}});
   launch(op, [&] { cuda::attnres_phase1_forward(p, current_stream(values)); });
-  end_input_check(op, flag);
+  if (shared == nullptr) own.finish();
   return {o, lse};
 }
 
 at::Tensor attnres_phase2_forward_cuda(const at::Tensor& o_, const at::Tensor& lse_, const at::Tensor& partial_, const at::Tensor& queries_,
-                                       double eps) {
+                                       double eps, AttnResInputCheck* shared) {
   const char* op = "attnres_phase2_forward";
   const c10::DeviceGuard device(o_.device());
   const at::Tensor o = unit_stride(o_), lse = lse_.contiguous(), partial = unit_stride(partial_), queries = unit_stride(queries_);
@@ -119,16 +123,18 @@ at::Tensor attnres_phase2_forward_cuda(const at::Tensor& o_, const at::Tensor& l
   at::Tensor h = at::empty(o.sizes(), o.options());
   p.o_in = in4(op, o), p.lse_in = lse.data_ptr<float>(), p.partial = in4(op, partial), p.queries = in_queries(op, queries);
   p.h = out(op, h);
-  const at::Tensor flag = begin_input_check(op, p, cuda::AttnResPhase::phase2_forward, o,
+  AttnResInputCheck own(op);  // (used where no check is shared)
+  arm(shared != nullptr ? *shared : own, p, cuda::AttnResPhase::phase2_forward, o,
                                             {{&o, "o"}, {&lse, "lse"}, {&partial, "partial"}, {&queries, "queries"}});
   launch(op, [&] { cuda::attnres_phase2_forward(p, current_stream(o)); });
-  end_input_check(op, flag);
+  if (shared == nullptr) own.finish();
   return h;
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> attnres_phase2_backward_cuda(const at::Tensor& o_, const at::Tensor& lse_,
                                                                                         const at::Tensor& partial_, const at::Tensor& queries_,
-                                                                                        const at::Tensor& dh_, double eps) {
+                                                                                        const at::Tensor& dh_, double eps,
+                                                                                        AttnResInputCheck* shared) {
   const char* op = "attnres_phase2_backward";
   const c10::DeviceGuard device(o_.device());
   const at::Tensor o = unit_stride(o_), lse = lse_.contiguous(), partial = unit_stride(partial_), queries = unit_stride(queries_);
@@ -143,15 +149,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> attnres_phase2_backwa
   p.d_o = d_o.data_ptr(), p.d_lse = d_lse.data_ptr<float>(), p.d_partial = out(op, du), p.d_queries = out(op, dw);
   p.d_values.type = p.d_partial.type;
   p.dw_phase2 = partials.data_ptr<float>();
-  const at::Tensor flag = begin_input_check(op, p, cuda::AttnResPhase::phase2_backward, o,
+  AttnResInputCheck own(op);  // (used where no check is shared)
+  arm(shared != nullptr ? *shared : own, p, cuda::AttnResPhase::phase2_backward, o,
                                             {{&o, "o"}, {&lse, "lse"}, {&partial, "partial"}, {&queries, "queries"}, {&dh, "dh"}});
   launch(op, [&] { cuda::attnres_phase2_backward(p, current_stream(o)); });
-  end_input_check(op, flag);
+  if (shared == nullptr) own.finish();
   return {d_o, d_lse, du, dw};
 }
 
 std::tuple<at::Tensor, at::Tensor> attnres_phase1_backward_cuda(const at::Tensor& values_, const at::Tensor& queries_, const at::Tensor& lse_,
-                                                                const at::Tensor& d_o_, const at::Tensor& d_lse_, double eps) {
+                                                                const at::Tensor& d_o_, const at::Tensor& d_lse_, double eps,
+                                                                AttnResInputCheck* shared) {
   const char* op = "attnres_phase1_backward";
   const c10::DeviceGuard device(values_.device());
   const at::Tensor values = unit_stride(values_), queries = unit_stride(queries_), lse = lse_.contiguous(), d_o = d_o_.contiguous();
@@ -162,27 +170,31 @@ std::tuple<at::Tensor, at::Tensor> attnres_phase1_backward_cuda(const at::Tensor
   p.values = in4(op, values), p.queries = in_queries(op, queries), p.lse_in = lse.data_ptr<float>();
   p.d_o = const_cast<void*>(d_o.data_ptr()), p.d_lse = const_cast<float*>(d_lse.data_ptr<float>());  // (read only)
   p.d_values = out(op, dv), p.d_queries = out(op, dw), p.dw_phase1 = partials.data_ptr<float>();
-  const at::Tensor flag = begin_input_check(op, p, cuda::AttnResPhase::phase1_backward, values,
+  AttnResInputCheck own(op);  // (used where no check is shared)
+  arm(shared != nullptr ? *shared : own, p, cuda::AttnResPhase::phase1_backward, values,
                                             {{&values, "values"}, {&queries, "queries"}, {&lse, "lse"}, {&d_o, "d_o"}, {&d_lse, "d_lse"}});
   launch(op, [&] { cuda::attnres_phase1_backward(p, current_stream(values)); });
-  end_input_check(op, flag);
+  if (shared == nullptr) own.finish();
   return {dv, dw};
 }
 
 #else  // no CUDA kernels in this build (or libtorch < 2): a clear error
 
-std::tuple<at::Tensor, at::Tensor> attnres_phase1_forward_cuda(const at::Tensor&, const at::Tensor&, double) {
+void AttnResInputCheck::finish() {}  // (nothing reports into a flag here)
+
+std::tuple<at::Tensor, at::Tensor> attnres_phase1_forward_cuda(const at::Tensor&, const at::Tensor&, double, AttnResInputCheck*) {
   no_cuda_kernel("attnres_phase1_forward", "cuda.attnres");
 }
 std::tuple<at::Tensor, at::Tensor> attnres_phase1_backward_cuda(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                                                const at::Tensor&, double) {
+                                                                const at::Tensor&, double, AttnResInputCheck*) {
   no_cuda_kernel("attnres_phase1_backward", "cuda.attnres");
 }
-at::Tensor attnres_phase2_forward_cuda(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, double) {
+at::Tensor attnres_phase2_forward_cuda(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, double, AttnResInputCheck*) {
   no_cuda_kernel("attnres_phase2_forward", "cuda.attnres");
 }
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> attnres_phase2_backward_cuda(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                                                                        const at::Tensor&, const at::Tensor&, double) {
+                                                                                        const at::Tensor&, const at::Tensor&, double,
+                                                                                        AttnResInputCheck*) {
   no_cuda_kernel("attnres_phase2_backward", "cuda.attnres");
 }
 

@@ -4,6 +4,7 @@
 //   attnres_phase2_forward(o, lse, partial [S, B, T, D], queries)           -> h [S, B, T, D]
 //   attnres_phase2_backward(o, lse, partial, queries, dh)                   -> (d_o, d_lse, d_partial, d_queries)
 //   attnres_phase1(values, queries), attnres_phase2(o, lse, partial, queries): the same with autograd
+//   attnres(values, partial, queries)                                       -> h: block AttnRes, phase 1 then 2, with autograd
 // values, partial, queries, o, h and their gradients share one dtype (bf16, fp16, fp32, fp64); lse and
 // d_lse are fp32 (fp64 with fp64). The CPU kernels are cpu.attnres's (attnres_phases.hpp), accumulating
 // in fp32 (fp64 for fp64); outputs rounded to nearest. CUDA tensors run cuda.attnres's kernels
@@ -63,12 +64,13 @@ A* ptr(at::Tensor& t) {
 // The inputs in the accumulation type, contiguous (exact widening).
 at::Tensor widened(const at::Tensor& t, at::ScalarType acc) { return t.to(acc).contiguous(); }
 
-std::tuple<at::Tensor, at::Tensor> phase1_forward(const at::Tensor& values, const at::Tensor& queries, double eps) {
+std::tuple<at::Tensor, at::Tensor> phase1_forward(const at::Tensor& values, const at::Tensor& queries, double eps,
+                                                  AttnResInputCheck* shared = nullptr) {
   const char* op = "attnres_phase1_forward";
   const cpu::attnres::Dims d = dims_of(op, values, queries, values.dim() == 4 ? values.size(0) : 0, eps);
   check_tensor(op, "values", values, 4, values.scalar_type(), values.device());
   require_cpu_or_cuda(op, values);
-  if (values.is_cuda()) return attnres_phase1_forward_cuda(values, queries, eps);
+  if (values.is_cuda()) return attnres_phase1_forward_cuda(values, queries, eps, shared);
   check_finite(op, "values", values), check_finite(op, "queries", queries);
   const at::ScalarType acc = compute_dtype(values);
   at::Tensor v = widened(values, acc), w = widened(queries, acc);
@@ -90,7 +92,8 @@ void check_lse(const char* op, const char* what, const at::Tensor& lse, const at
 }
 
 std::tuple<at::Tensor, at::Tensor> phase1_backward(const at::Tensor& values, const at::Tensor& queries, const at::Tensor& lse,
-                                                   const at::Tensor& d_o, const at::Tensor& d_lse, double eps) {
+                                                   const at::Tensor& d_o, const at::Tensor& d_lse, double eps,
+                                                   AttnResInputCheck* shared = nullptr) {
   const char* op = "attnres_phase1_backward";
   const cpu::attnres::Dims d = dims_of(op, values, queries, values.dim() == 4 ? values.size(0) : 0, eps);
   check_tensor(op, "values", values, 4, values.scalar_type(), values.device());
@@ -98,7 +101,7 @@ std::tuple<at::Tensor, at::Tensor> phase1_backward(const at::Tensor& values, con
   check_tensor(op, "d_o", d_o, 4, values.scalar_type(), values.device());
   check_same_shape(op, "d_o", d_o, {d.layers, values.size(1), values.size(2), d.dim});
   check_lse(op, "lse", lse, d_o, values.is_cpu()), check_lse(op, "d_lse", d_lse, d_o, values.is_cpu());
-  if (values.is_cuda()) return attnres_phase1_backward_cuda(values, queries, lse, d_o, d_lse, eps);
+  if (values.is_cuda()) return attnres_phase1_backward_cuda(values, queries, lse, d_o, d_lse, eps, shared);
   check_finite(op, "values", values), check_finite(op, "queries", queries), check_finite(op, "d_o", d_o);
   const at::ScalarType acc = compute_dtype(values);
   at::Tensor v = widened(values, acc), w = widened(queries, acc), l = widened(lse, acc), g = widened(d_o, acc), gl = widened(d_lse, acc);
@@ -123,11 +126,12 @@ void check_phase2_inputs(const char* op, const cpu::attnres::Dims& d, const at::
   if (o.is_cpu()) check_finite(op, "o", o), check_finite(op, "partial", partial);
 }
 
-at::Tensor phase2_forward(const at::Tensor& o, const at::Tensor& lse, const at::Tensor& partial, const at::Tensor& queries, double eps) {
+at::Tensor phase2_forward(const at::Tensor& o, const at::Tensor& lse, const at::Tensor& partial, const at::Tensor& queries, double eps,
+                          AttnResInputCheck* shared = nullptr) {
   const char* op = "attnres_phase2_forward";
   const cpu::attnres::Dims d = dims_of(op, o, queries, 1, eps);
   check_phase2_inputs(op, d, o, lse, partial);
-  if (o.is_cuda()) return attnres_phase2_forward_cuda(o, lse, partial, queries, eps);
+  if (o.is_cuda()) return attnres_phase2_forward_cuda(o, lse, partial, queries, eps, shared);
   check_finite(op, "queries", queries);
   const at::ScalarType acc = compute_dtype(o);
   at::Tensor o_ = widened(o, acc), l = widened(lse, acc), u = widened(partial, acc), w = widened(queries, acc);
@@ -141,13 +145,14 @@ at::Tensor phase2_forward(const at::Tensor& o, const at::Tensor& lse, const at::
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> phase2_backward(const at::Tensor& o, const at::Tensor& lse, const at::Tensor& partial,
-                                                                           const at::Tensor& queries, const at::Tensor& dh, double eps) {
+                                                                           const at::Tensor& queries, const at::Tensor& dh, double eps,
+                                                                           AttnResInputCheck* shared = nullptr) {
   const char* op = "attnres_phase2_backward";
   const cpu::attnres::Dims d = dims_of(op, o, queries, 1, eps);
   check_phase2_inputs(op, d, o, lse, partial);
   check_tensor(op, "dh", dh, 4, o.scalar_type(), o.device());
   check_same_shape(op, "dh", dh, o.sizes());
-  if (o.is_cuda()) return attnres_phase2_backward_cuda(o, lse, partial, queries, dh, eps);
+  if (o.is_cuda()) return attnres_phase2_backward_cuda(o, lse, partial, queries, dh, eps, shared);
   check_finite(op, "queries", queries), check_finite(op, "dh", dh);
   const at::ScalarType acc = compute_dtype(o);
   at::Tensor o_ = widened(o, acc), l = widened(lse, acc), u = widened(partial, acc), w = widened(queries, acc), g = widened(dh, acc);
@@ -365,20 +370,76 @@ at::Tensor phase2(const at::Tensor& o, const at::Tensor& lse, const at::Tensor& 
   return Phase2Function::apply(o, lse, partial, queries, eps);
 }
 
+// Block AttnRes (phase 1 over the N completed blocks, then phase 2 with each layer's partial sum) as one
+// node: the composition of attnres_phase1 and attnres_phase2, bit for bit, but on CUDA tensors both
+// phases' kernels (or both backwards') report NaN/Inf into one check, so a pass waits for the device once
+// rather than twice (each wait idles the device while the host issues what follows; the H200 step at
+// attnres_bench's shape spent about 0.3 ms in the two extra waits).
+struct BlockFunction : torch::autograd::Function<BlockFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& values, const at::Tensor& partial, const at::Tensor& queries, double eps) {
+    AttnResInputCheck check("attnres");
+    auto [o, lse] = phase1_forward(values, queries, eps, &check);
+    at::Tensor h = phase2_forward(o, lse, partial, queries, eps, &check);
+    check.finish();
+    ctx->save_for_backward({values, partial, queries, o, lse});
+    ctx->saved_data["eps"] = eps;
+    return h;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list s = ctx->get_saved_variables();
+    const at::Tensor &values = s[0], &partial = s[1], &queries = s[2], &o = s[3], &lse = s[4];
+    const double eps = ctx->saved_data["eps"].toDouble();
+    if (at::GradMode::is_enabled()) {
+      // The gradient's own graph is wanted (a second derivative): phase 1 again with autograd, then the
+      // per-phase backward nodes, which carry second order (the graph the composed ops build).
+      const variable_list o_lse = Phase1Function::apply(values, queries, eps);
+      const variable_list g2 = Phase2BackwardFunction::apply(o_lse[0], o_lse[1], partial, queries, grads[0], eps);
+      const variable_list g1 = Phase1BackwardFunction::apply(values, queries, o_lse[1].detach(), g2[0], g2[1], eps);
+      return {g1[0], g2[2], g2[3] + g1[1], at::Tensor()};
+    }
+    AttnResInputCheck check("attnres");
+    auto [d_o, d_lse, d_partial, dw2] = phase2_backward(o, lse, partial, queries, grads[0], eps, &check);
+    auto [d_values, dw1] = phase1_backward(values, queries, lse, d_o, d_lse, eps, &check);
+    check.finish();
+    return {d_values, d_partial, dw2 + dw1, at::Tensor()};  // (dw2 + dw1: autograd's sum of the composed ops' two gradients)
+  }
+};
+
+at::Tensor block(const at::Tensor& values, const at::Tensor& partial, const at::Tensor& queries, double eps) {
+  return BlockFunction::apply(values, partial, queries, eps);
+}
+
+// The registered kernels (the schema has no shared check: each call checks its own inputs).
+std::tuple<at::Tensor, at::Tensor> phase1_forward_op(const at::Tensor& values, const at::Tensor& queries, double eps) {
+  return phase1_forward(values, queries, eps);
+}
+std::tuple<at::Tensor, at::Tensor> phase1_backward_op(const at::Tensor& values, const at::Tensor& queries, const at::Tensor& lse,
+                                                      const at::Tensor& d_o, const at::Tensor& d_lse, double eps) {
+  return phase1_backward(values, queries, lse, d_o, d_lse, eps);
+}
+at::Tensor phase2_forward_op(const at::Tensor& o, const at::Tensor& lse, const at::Tensor& partial, const at::Tensor& queries, double eps) {
+  return phase2_forward(o, lse, partial, queries, eps);
+}
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> phase2_backward_op(const at::Tensor& o, const at::Tensor& lse, const at::Tensor& partial,
+                                                                              const at::Tensor& queries, const at::Tensor& dh, double eps) {
+  return phase2_backward(o, lse, partial, queries, dh, eps);
+}
+
 }  // namespace
 
 void define_attnres_ops(torch::Library& m) {
   // The kernels themselves (CPU tensors: cpu.attnres's; CUDA tensors: cuda.attnres's).
-  m.def("attnres_phase1_forward(Tensor values, Tensor queries, float eps=1e-06) -> (Tensor, Tensor)", &phase1_forward);
+  m.def("attnres_phase1_forward(Tensor values, Tensor queries, float eps=1e-06) -> (Tensor, Tensor)", &phase1_forward_op);
   m.def("attnres_phase1_backward(Tensor values, Tensor queries, Tensor lse, Tensor d_o, Tensor d_lse, float eps=1e-06) -> (Tensor, Tensor)",
-        &phase1_backward);
-  m.def("attnres_phase2_forward(Tensor o, Tensor lse, Tensor partial, Tensor queries, float eps=1e-06) -> Tensor", &phase2_forward);
+        &phase1_backward_op);
+  m.def("attnres_phase2_forward(Tensor o, Tensor lse, Tensor partial, Tensor queries, float eps=1e-06) -> Tensor", &phase2_forward_op);
   m.def("attnres_phase2_backward(Tensor o, Tensor lse, Tensor partial, Tensor queries, Tensor dh, float eps=1e-06) "
         "-> (Tensor, Tensor, Tensor, Tensor)",
-        &phase2_backward);
+        &phase2_backward_op);
   // With autograd (to second order).
   m.def("attnres_phase1(Tensor values, Tensor queries, float eps=1e-06) -> (Tensor, Tensor)", &phase1);
   m.def("attnres_phase2(Tensor o, Tensor lse, Tensor partial, Tensor queries, float eps=1e-06) -> Tensor", &phase2);
+  m.def("attnres(Tensor values, Tensor partial, Tensor queries, float eps=1e-06) -> Tensor", &block);
 }
 
 }  // namespace fc::kernels::pt::ops

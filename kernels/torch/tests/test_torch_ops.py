@@ -269,6 +269,25 @@ def attnres_inputs(n=3, b=2, t=3, d=4, s=2, dtype=F64):
     return values, partial, queries
 
 
+def check_block_is_composition(test, device, dtype):
+    """flashcheck.attnres (one op, one input check per pass on CUDA) against attnres_phase1 then
+    attnres_phase2 (two ops): the same kernels on the same inputs, so h and every gradient equal to the bit."""
+    values, partial, queries = (x.detach().to(device, dtype) for x in attnres_inputs(n=3, b=2, t=70, d=64, s=4, dtype=torch.float32))
+    dh = torch.randn(4, 2, 70, 64).to(device, dtype)
+
+    def run(f):
+        xs = [x.clone().requires_grad_() for x in (values, partial, queries)]
+        h = f(*xs)
+        return (h,) + torch.autograd.grad(h, xs, dh)
+
+    def composed(v, u, w):
+        o, lse = flashcheck.attnres_phase1(v, w)
+        return flashcheck.attnres_phase2(o, lse, u, w)
+
+    for name, a, b in zip(("h", "d_values", "d_partial", "d_queries"), run(flashcheck.attnres), run(composed)):
+        test.assertTrue(torch.equal(a, b), f"{device} {dtype} {name}: the block op differs from the phase ops")
+
+
 class AttnResAutograd(unittest.TestCase):
     def test_gradcheck_and_gradgradcheck_in_float64(self):
         values, partial, queries = attnres_inputs()
@@ -303,6 +322,9 @@ class AttnResAutograd(unittest.TestCase):
         (gg,) = torch.autograd.grad(g.sum(), queries, create_graph=True)
         with self.assertRaisesRegex(RuntimeError, "third derivatives are not implemented"):
             torch.autograd.grad(gg.sum(), queries)
+
+    def test_the_block_op_is_the_composition_of_the_phase_ops_to_the_bit(self):
+        check_block_is_composition(self, "cpu", torch.float32)
 
     def test_phase_ops_by_hand(self):
         values, partial, queries = attnres_inputs(dtype=torch.float32)
@@ -382,6 +404,28 @@ class AttnResCuda(unittest.TestCase):
             flashcheck.attnres(values.clone().fill_(float("nan")), partial, queries)
         with self.assertRaisesRegex(RuntimeError, "partial has shape"):
             flashcheck.attnres(values, partial[:, :, :2], queries)
+
+    def test_the_block_op_is_the_composition_of_the_phase_ops_to_the_bit(self):
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
+            with self.subTest(dtype=dtype):
+                check_block_is_composition(self, "cuda", dtype)
+
+    def test_the_block_op_names_the_input_that_holds_nan_or_inf(self):
+        # one check for both phases (forward) and one for both backwards: the name is still the input's
+        for d in (64, 12):  # the lane kernels (their own reports) and the block kernels (a pass of the op's own)
+            values, partial, queries = (x.detach().cuda() for x in attnres_inputs(n=3, b=2, t=9, d=d, dtype=torch.float32))
+            for which, name in ((0, "values"), (1, "partial"), (2, "queries")):
+                xs = [values, partial, queries]
+                xs[which] = xs[which].clone()
+                xs[which].view(-1)[5] = float("inf")
+                with self.subTest(d=d, input=name), self.assertRaisesRegex(RuntimeError, f"flashcheck.attnres.*: {name} contains NaN or Inf"):
+                    flashcheck.attnres(*xs)
+            xs = [x.clone().requires_grad_() for x in (values, partial, queries)]
+            h = flashcheck.attnres(*xs)
+            dh = torch.randn_like(h)
+            dh[1, 0, 3, 2] = float("nan")
+            with self.subTest(d=d, input="dh"), self.assertRaisesRegex(RuntimeError, "flashcheck.attnres.*: dh contains NaN or Inf"):
+                torch.autograd.grad(h, xs, dh)
 
     def test_input_checks_can_be_turned_off_and_back_on(self):
         values, partial, queries = (x.detach().cuda() for x in attnres_inputs(n=3, b=2, t=70, d=64, dtype=torch.float32))
