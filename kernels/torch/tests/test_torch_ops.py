@@ -286,6 +286,13 @@ def check_block_is_composition(test, device, dtype):
 
     for name, a, b in zip(("h", "d_values", "d_partial", "d_queries"), run(flashcheck.attnres), run(composed)):
         test.assertTrue(torch.equal(a, b), f"{device} {dtype} {name}: the block op differs from the phase ops")
+    # A second backward through a retained graph (the block op lets its saved o go in the first: it
+    # computes o again) gives the same gradients.
+    xs = [x.clone().requires_grad_() for x in (values, partial, queries)]
+    h = flashcheck.attnres(*xs)
+    first = torch.autograd.grad(h, xs, dh, retain_graph=True)
+    for name, a, b in zip(("d_values", "d_partial", "d_queries"), first, torch.autograd.grad(h, xs, dh)):
+        test.assertTrue(torch.equal(a, b), f"{device} {dtype} {name}: the second backward differs from the first")
 
 
 class AttnResAutograd(unittest.TestCase):
