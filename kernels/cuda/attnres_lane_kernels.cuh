@@ -450,8 +450,10 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_forward_lan
   bool in_row[K];  // whether the lane's chunk kk lies inside the row (D not a multiple of 256 W K)
 #pragma unroll
   for (int kk = 0; kk < K; ++kk) in_row[kk] = at.entry(kk) < D;
-  // The common case: full rows (D = 256 W K), staged queries, o in the values' format to nearest, unscaled.
-  const bool fast = D == 256 * W * K && wq != nullptr && p.o.type == E && p.o.scale == nullptr && !p.rounding.stochastic;
+  // o in the values' format to nearest, unscaled; the fast path adds full rows (D = 256 W K: 256, 512 or 1024
+  // where the N rows fit a warp's registers) and staged queries (S D <= 8192).
+  const bool plain_o = p.o.type == E && p.o.scale == nullptr && !p.rounding.stochastic;
+  const bool fast = plain_o && D == 256 * W * K && wq != nullptr;
   const int groups = at.groups(), step = gridDim.x * groups;
   const auto issue = [&](int first, int slot) {
     const int bt = first + at.group;
@@ -558,8 +560,23 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_forward_lan
 #pragma unroll
         for (int kk = 0; kk < K; ++kk) store8(o_lane + kk * chunk_bytes, E, 0, o[kk]);
       }
+    } else if (plain_o) {
+      // (rows not full, or the queries not staged) typed stores through a pointer stepped by a layer's rows
+      // (version 7: under the 128-register cap the compiler still rematerialises some addresses)
+      constexpr int kRowBytes = E == Elem::f32 ? 4 : 2;
+      unsigned char* o_row = static_cast<unsigned char*>(p.o.data) + static_cast<std::int64_t>(bt) * D * kRowBytes;
+      const std::int64_t layer_bytes = static_cast<std::int64_t>(BT) * D * kRowBytes;
+      for (int s = 0; s < S; ++s, o_row += layer_bytes) {
+        float o[K][8];
+        combine(s, o);
+        if (!active) continue;
+#pragma unroll
+        for (int kk = 0; kk < K; ++kk) {
+          if (in_row[kk]) store8(o_row, E, at.entry(kk), o[kk]);
+        }
+      }
     } else {
-      for (int s = 0; s < S; ++s) {
+      for (int s = 0; s < S; ++s) {  // fp16 rows with scales, or stochastic rounding: store_row's rule
         float o[K][8];
         combine(s, o);
         store_lane_row<K>(p.o, static_cast<std::int64_t>(s) * BT + bt, D, o, at, active, p.rounding, p.o_stream, red);

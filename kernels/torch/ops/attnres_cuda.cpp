@@ -78,6 +78,9 @@ using Named = std::initializer_list<std::pair<const at::Tensor*, const char*>>;
 void arm(AttnResInputCheck& check, AttnResParams& p, cuda::AttnResPhase phase, const at::Tensor& like, Named tensors) {
   if (!input_checks_enabled()) return;  // (p.nonfinite stays null: the kernels report nothing)
   if (!cuda::attnres_checks_inputs(p, phase)) {
+    // An earlier phase's report first: its inputs come first, and a NaN of theirs may have reached this
+    // phase's inputs (dh's NaN in d_o), which are then not the ones to name.
+    check.finish();
     check_all_finite(check.op(), tensors);
     return;
   }

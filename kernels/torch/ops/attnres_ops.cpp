@@ -372,48 +372,46 @@ at::Tensor phase2(const at::Tensor& o, const at::Tensor& lse, const at::Tensor& 
 
 // Block AttnRes (phase 1 over the N completed blocks, then phase 2 with each layer's partial sum) as one
 // node: the composition of attnres_phase1 and attnres_phase2, bit for bit, but on CUDA tensors both
-// phases' kernels (or both backwards') report NaN/Inf into one check, so a pass waits for the device once
-// rather than twice (each wait idles the device while the host issues what follows; the H200 step at
-// attnres_bench's shape spent about 0.3 ms in the two extra waits).
+// phases' kernels (or both backwards') report NaN/Inf into one check, so a first-order pass waits for the
+// device once rather than twice (each wait idles the device while the host issues what follows; the H200
+// step at attnres_bench's shape spent about 0.3 ms in the two extra waits).
+// o and lse are saved with save_for_backward, so saved-tensor hooks (activation checkpointing, offloading)
+// see them. The price: o lives to the end of the backward, where the composed ops let it go after phase
+// 2's backward (the step's peak at attnres_bench's shape: 1166 MiB against 1035).
 struct BlockFunction : torch::autograd::Function<BlockFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& values, const at::Tensor& partial, const at::Tensor& queries, double eps) {
     AttnResInputCheck check("attnres");
     auto [o, lse] = phase1_forward(values, queries, eps, &check);
     at::Tensor h = phase2_forward(o, lse, partial, queries, eps, &check);
     check.finish();
-    ctx->save_for_backward({values, partial, queries});
-    ctx->saved_data["o"] = o, ctx->saved_data["lse"] = lse;  // (intermediates: no one else holds or modifies them)
+    ctx->save_for_backward({values, partial, queries, o, lse});
     ctx->saved_data["eps"] = eps;
     return h;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list s = ctx->get_saved_variables();
-    const at::Tensor &values = s[0], &partial = s[1], &queries = s[2];
+    const at::Tensor &values = s[0], &partial = s[1], &queries = s[2], &o = s[3], &lse = s[4];
     const double eps = ctx->saved_data["eps"].toDouble();
     if (at::GradMode::is_enabled()) {
       // The gradient's own graph is wanted (a second derivative): phase 1 again with autograd, then the
-      // per-phase backward nodes, which carry second order (the graph the composed ops build).
+      // per-phase backward nodes, which carry second order (the graph the composed ops build; each checks
+      // its own inputs).
       const variable_list o_lse = Phase1Function::apply(values, queries, eps);
       const variable_list g2 = Phase2BackwardFunction::apply(o_lse[0], o_lse[1], partial, queries, grads[0], eps);
       const variable_list g1 = Phase1BackwardFunction::apply(values, queries, o_lse[1].detach(), g2[0], g2[1], eps);
       return {g1[0], g2[2], g2[3] + g1[1], at::Tensor()};
     }
-    // o is let go as soon as phase 2's backward has read it, before phase 1's backward allocates its
-    // outputs, as autograd lets the composed ops' saved o go (otherwise the step's peak grows by 131 MiB
-    // at attnres_bench's shape); a second backward through a retained graph computes it again.
-    at::Tensor o, lse = ctx->saved_data["lse"].toTensor();
-    if (ctx->saved_data.count("o") != 0) {
-      o = ctx->saved_data["o"].toTensor();
-      ctx->saved_data.erase("o");
-    } else {
-      o = std::get<0>(phase1_forward(values, queries, eps));
-    }
     AttnResInputCheck check("attnres");
     auto [d_o, d_lse, d_partial, dw2] = phase2_backward(o, lse, partial, queries, grads[0], eps, &check);
-    o.reset();
+    if (!ctx->needs_input_grad(0) && !ctx->needs_input_grad(2)) {  // (nothing wants phase 1's backward)
+      check.finish();
+      return {at::Tensor(), d_partial, at::Tensor(), at::Tensor()};
+    }
     auto [d_values, dw1] = phase1_backward(values, queries, lse, d_o, d_lse, eps, &check);
     check.finish();
-    return {d_values, d_partial, dw2 + dw1, at::Tensor()};  // (dw2 + dw1: autograd's sum of the composed ops' two gradients)
+    // dw2 + dw1: autograd's sum of the composed ops' two gradients (the same bits while nothing else in
+    // the graph adds a third gradient to the queries: autograd may then sum in another order)
+    return {d_values, d_partial, dw2 + dw1, at::Tensor()};
   }
 };
 

@@ -286,8 +286,7 @@ def check_block_is_composition(test, device, dtype):
 
     for name, a, b in zip(("h", "d_values", "d_partial", "d_queries"), run(flashcheck.attnres), run(composed)):
         test.assertTrue(torch.equal(a, b), f"{device} {dtype} {name}: the block op differs from the phase ops")
-    # A second backward through a retained graph (the block op lets its saved o go in the first: it
-    # computes o again) gives the same gradients.
+    # A second backward through a retained graph gives the same gradients.
     xs = [x.clone().requires_grad_() for x in (values, partial, queries)]
     h = flashcheck.attnres(*xs)
     first = torch.autograd.grad(h, xs, dh, retain_graph=True)
@@ -418,20 +417,23 @@ class AttnResCuda(unittest.TestCase):
                 check_block_is_composition(self, "cuda", dtype)
 
     def test_the_block_op_names_the_input_that_holds_nan_or_inf(self):
-        # one check for both phases (forward) and one for both backwards: the name is still the input's
-        for d in (64, 12):  # the lane kernels (their own reports) and the block kernels (a pass of the op's own)
-            values, partial, queries = (x.detach().cuda() for x in attnres_inputs(n=3, b=2, t=9, d=d, dtype=torch.float32))
+        # one check for both phases (forward) and one for both backwards: the name is still the input's.
+        # D = 64: the lane kernels (their own reports); D = 12: the block kernels (a pass of the op's own);
+        # N = 9 sources at D = 64: phase 1 on the block kernels, phase 2 on the lane kernels (the lane
+        # report of dh must be read before phase 1's pass finds dh's NaN in d_o).
+        for n, d in ((3, 64), (3, 12), (9, 64)):
+            values, partial, queries = (x.detach().cuda() for x in attnres_inputs(n=n, b=2, t=9, d=d, dtype=torch.float32))
             for which, name in ((0, "values"), (1, "partial"), (2, "queries")):
                 xs = [values, partial, queries]
                 xs[which] = xs[which].clone()
                 xs[which].view(-1)[5] = float("inf")
-                with self.subTest(d=d, input=name), self.assertRaisesRegex(RuntimeError, f"flashcheck.attnres.*: {name} contains NaN or Inf"):
+                with self.subTest(n=n, d=d, input=name), self.assertRaisesRegex(RuntimeError, f"flashcheck.attnres.*: {name} contains NaN or Inf"):
                     flashcheck.attnres(*xs)
             xs = [x.clone().requires_grad_() for x in (values, partial, queries)]
             h = flashcheck.attnres(*xs)
             dh = torch.randn_like(h)
             dh[1, 0, 3, 2] = float("nan")
-            with self.subTest(d=d, input="dh"), self.assertRaisesRegex(RuntimeError, "flashcheck.attnres.*: dh contains NaN or Inf"):
+            with self.subTest(n=n, d=d, input="dh"), self.assertRaisesRegex(RuntimeError, "flashcheck.attnres.*: dh contains NaN or Inf"):
                 torch.autograd.grad(h, xs, dh)
 
     def test_input_checks_can_be_turned_off_and_back_on(self):

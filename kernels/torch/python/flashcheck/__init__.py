@@ -66,8 +66,8 @@ def attnres_phase2(o, lse, partial, queries, eps=1e-6):
 def attnres(values, partial, queries, eps=1e-6):
     """Block Attention Residuals: phase 1 over the N completed blocks, then phase 2 with each of the S
     layers' partial sums; differentiable twice with respect to values, partial and queries. One op: the
-    composition of attnres_phase1 and attnres_phase2 to the bit, but on CUDA tensors the forward and the
-    backward each check their inputs for NaN/Inf with one wait for the device instead of two."""
+    composition of attnres_phase1 and attnres_phase2 to the bit, but on CUDA tensors the forward and a
+    first-order backward each check their inputs for NaN/Inf with one wait for the device instead of two."""
     return torch.ops.flashcheck.attnres(values, partial, queries, eps)
 
 
