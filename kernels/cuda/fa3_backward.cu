@@ -510,6 +510,7 @@ void launch_backward(const BackwardParams& p, cudaStream_t stream) {
   const dim3 kv_grid((s.seq_k + kCtaRows - 1) / kCtaRows, s.heads_kv, s.batch);
   if (!p.deterministic) {  // fused: dQ's partials added into p.dq_accum by the key-tiled pass, then scaled and rounded
     constexpr std::size_t bytes = dk_dv_smem_bytes<T, D, true>();
+    static_assert(bytes <= kSm90SharedBytesPerBlock, "cuda.fa3 backward: shared memory beyond sm_90's 227 KiB per block");
     auto* kernel = fa3_dk_dv_kernel<T, D, true>;
     allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3 fused backward");
     const std::int64_t rows = s.seq_q, dim = s.head_dim;
@@ -521,6 +522,7 @@ void launch_backward(const BackwardParams& p, cudaStream_t stream) {
   }
   {
     constexpr std::size_t bytes = dk_dv_smem_bytes<T, D, false>();
+    static_assert(bytes <= kSm90SharedBytesPerBlock, "cuda.fa3 backward: shared memory beyond sm_90's 227 KiB per block");
     auto* kernel = fa3_dk_dv_kernel<T, D, false>;
     allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3 dK/dV");
     kernel<<<kv_grid, kWsThreads, bytes, stream>>>(q64, k64, v64, g64, q64, p);  // (dq_map unused: q64 fills the slot)
@@ -528,6 +530,7 @@ void launch_backward(const BackwardParams& p, cudaStream_t stream) {
   }
   {
     constexpr std::size_t bytes = dq_smem_bytes<T, D>();
+    static_assert(bytes <= kSm90SharedBytesPerBlock, "cuda.fa3 backward: shared memory beyond sm_90's 227 KiB per block");
     auto* kernel = fa3_dq_kernel<T, D>;
     allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3 dQ");
     kernel<<<grid_of(s, kCtaRows, "cuda.fa3 backward"), kWsThreads, bytes, stream>>>(q64, k128, v128, g64, p);

@@ -187,6 +187,7 @@ void launch_fp8(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v
   using Ops = E4m3Ops<Out, D>;
   constexpr int kStages = 2;
   constexpr std::size_t bytes = ws_smem_bytes<Ops, kStages, false>();
+  static_assert(bytes <= kSm90SharedBytesPerBlock, "cuda.fa3.fp8: shared memory beyond sm_90's 227 KiB per block");
   auto* kernel = fa3_forward_ws_kernel<Ops, kStages, true, true, Fa3Rule, false>;
   allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3.fp8");
   kernel<<<grid_of(p.shape, kCtaRows, "cuda.fa3.fp8"), kWsThreads, bytes, stream>>>(q, k, vt, p, WorkTiles{}, ex);

@@ -128,6 +128,7 @@ template <class T, int D, int Stages, bool Overlap, bool PingPong, class Rule = 
 void launch_ws(const Maps& m, const ForwardParams& p, cudaStream_t stream, const char* name) {
   using Ops = Wide16Ops<T, D>;
   constexpr std::size_t bytes = ws_smem_bytes<Ops, Stages, Persistent>();
+  static_assert(bytes <= kSm90SharedBytesPerBlock, "cuda.fa3 forward: shared memory beyond sm_90's 227 KiB per block");
   auto* kernel = fa3_forward_ws_kernel<Ops, Stages, Overlap, PingPong, Rule, Persistent>;
   allow_smem(kernel, static_cast<int>(bytes), name);
   const AttentionShapeParams& s = p.shape;

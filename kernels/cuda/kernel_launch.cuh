@@ -20,6 +20,12 @@ inline void check_launch_result(cudaError_t e, const char* what) {
 }
 inline void check_launch(const char* kernel) { check_launch_result(cudaGetLastError(), kernel); }
 
+// sm_90's opt-in shared memory per block, dynamic and static together (227 KiB). The launchers whose
+// dynamic size is a constant assert their dynamic bytes against it at compile time; the static part (the
+// mbarriers and small arrays: 1104 bytes in cuda.fa3's fused backward, whose total is 944 bytes under the
+// limit) is left to cudaFuncSetAttribute's check at run time.
+constexpr std::size_t kSm90SharedBytesPerBlock = 232448;
+
 template <class Kernel>
 void allow_smem(Kernel kernel, int bytes, const char* name) {
   check_launch_result(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), name);
