@@ -361,11 +361,12 @@ __device__ inline const float* stage_queries(const AttnResParams& p, float* area
   __syncthreads();
   return area;
 }
-// w_s's 8 entries at c: from the staged copy, or else from global memory
+// w_s's 8 entries at c from the staged fp32 copy
 __device__ inline void staged_float8(const float* staged, int D, int s, int c, float (&w)[8]) {
   const float4 a = reinterpret_cast<const float4*>(staged + s * D + c)[0], b = reinterpret_cast<const float4*>(staged + s * D + c)[1];
   w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
 }
+// w_s's 8 entries at c: from the staged copy, or else from global memory
 __device__ inline void query8(const AttnResParams& p, const float* staged, int s, int c, float (&w)[8]) {
   if (staged) {
     staged_float8(staged, p.dim, s, c, w);
@@ -546,13 +547,13 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_forward_lan
         }
       }
     };
+    constexpr int kRowBytes = E == Elem::f32 ? 4 : 2;  // (o in the values' format: the plain paths below)
+    const std::int64_t layer_bytes = static_cast<std::int64_t>(BT) * D * kRowBytes;
     if (fast) {
       // o's rows in the values' format, to nearest, unscaled, full (the common case): each lane's K
       // chunk addresses stepped by a layer's rows, no test per layer (version 8)
       if (!active) continue;
-      constexpr int kRowBytes = E == Elem::f32 ? 4 : 2;
       unsigned char* o_lane = static_cast<unsigned char*>(p.o.data) + (static_cast<std::int64_t>(bt) * D + at.entry(0)) * kRowBytes;
-      const std::int64_t layer_bytes = static_cast<std::int64_t>(BT) * D * kRowBytes;
       const int chunk_bytes = 256 * W * kRowBytes;  // from chunk kk to kk + 1
       for (int s = 0; s < S; ++s, o_lane += layer_bytes) {
         float o[K][8];
@@ -563,9 +564,7 @@ __global__ void __launch_bounds__(32 * kLaneWarps, 2) attnres_phase1_forward_lan
     } else if (plain_o) {
       // (rows not full, or the queries not staged) typed stores through a pointer stepped by a layer's rows
       // (version 7: under the 128-register cap the compiler still rematerialises some addresses)
-      constexpr int kRowBytes = E == Elem::f32 ? 4 : 2;
       unsigned char* o_row = static_cast<unsigned char*>(p.o.data) + static_cast<std::int64_t>(bt) * D * kRowBytes;
-      const std::int64_t layer_bytes = static_cast<std::int64_t>(BT) * D * kRowBytes;
       for (int s = 0; s < S; ++s, o_row += layer_bytes) {
         float o[K][8];
         combine(s, o);

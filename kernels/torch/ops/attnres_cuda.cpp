@@ -70,8 +70,9 @@ at::Tensor dw_workspace(const AttnResParams& p, const at::Tensor& like) {
 
 // NaN and Inf in the inputs. The lane kernels find them in the entries they read anyway
 // (cuda::attnres_checks_inputs): a 4-byte flag per AttnResInputCheck (one op's launch, or both phases of
-// the block op), zeroed before the first launch and read back after the last, names the inputs that hold one. The block kernels do not: their inputs get a pass of their own
-// first (check_all_finite). Either way the op raises an error that names the input.
+// the block op), zeroed before the first launch and read back after the last, names the inputs that hold
+// one. The block kernels do not: their inputs get a pass of their own first (check_all_finite). Either
+// way the op raises an error that names the input.
 using Named = std::initializer_list<std::pair<const at::Tensor*, const char*>>;
 // Arms `check` for a launch of `phase`: p.nonfinite points at its flag, or, where that phase's kernels do
 // not report, the inputs get a pass of their own now. Nothing while the checks are off.
