@@ -93,6 +93,9 @@ struct HogParams {
   float* dd = nullptr;
   float* b = nullptr;
   bool two_pass = false;  // b accumulated with dd as r1 + r3 - 2 D dd (cuda.hog.2pass)
+  // The mma.sync passes (hog_kernels.cuh) for every shape, also where the wgmma ones apply (hog_wgmma.hpp):
+  // the baseline of same-run comparisons, and the tests of both forms.
+  bool mma_sync_only = false;
   OutputRounding rounding;
   std::uint32_t grad_stream = 0;
 };

@@ -476,16 +476,25 @@ class CudaHog final : public CudaAttentionSubject {
     info_ = cuda_attention_info(two_pass ? "cuda.hog.2pass" : "cuda.hog",
                         two_pass ? "Flash Hog double backward on tensor cores, b accumulated with dd (r1 + r3 - 2 D dd): 2 query-tiled "
                                    "passes + 1 key-tiled pass, no atomics; fwd, bwd: cuda.fa2's"
-                                 : "Flash Hog double backward on tensor cores (mma.sync): 3 query-tiled passes (dd, b, dQ' and ddO) + 1 "
+                                 : "Flash Hog double backward on tensor cores (wgmma at d = 64, mma.sync at 128): 3 query-tiled passes (dd, b, dQ' and ddO) + 1 "
                                    "key-tiled pass (dK', dV'), no atomics, O(N) extra memory; fwd, bwd: cuda.fa2's");
     info_.ops = {Op::fwd, Op::bwd, Op::bwdbwd};
+    info_.options = {{"passes", "auto",
+                      "the double backward's passes: auto (wgmma and TMA at head dim 64 with TMA-readable operands, hog_wgmma.cuh; "
+                      "mma.sync otherwise) or mma_sync (hog_kernels.cuh's for every shape: the baseline the wgmma ones are measured against)"}};
+  }
+
+  void set_option(const std::string& name, const std::string& value) override {
+    if (name != "passes") throw SubjectError(info_.name + ": no option " + name + " (passes)");
+    if (value != "auto" && value != "mma_sync") throw SubjectError(info_.name + ": passes=" + value + ": auto or mma_sync");
+    info_.options[0].value = value;
   }
 
  protected:
   void forward(const ForwardParams& p, cudaStream_t stream) override { fa2_forward(p, stream); }
   void backward(const BackwardParams& p, cudaStream_t stream) override { fa2_backward(p, stream); }
   void double_backward(const HogParams& p, cudaStream_t stream) override { hog_double_backward(p, stream); }
-  void configure(HogParams& p) const override { p.two_pass = two_pass_; }
+  void configure(HogParams& p) const override { p.two_pass = two_pass_, p.mma_sync_only = info_.options[0].value == "mma_sync"; }
 
  private:
   bool two_pass_;

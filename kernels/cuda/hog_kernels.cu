@@ -1,9 +1,11 @@
 // Template instances and launches of the Flash Hog kernels (hog_kernels.cuh): D, then the query-tiled
 // statistics passes (dd, b; or both at once in the 2-pass variant), the query-tiled output pass (dQ',
-// ddO) and the key-tiled pass (dK', dV'), in order on one stream.
+// ddO) and the key-tiled pass (dK', dV'), in order on one stream. Where hog_wgmma_supports says so (head
+// dim 64, TMA-readable operands), the passes after D run on wgmma (hog_wgmma.cu) instead of mma.sync.
 #include "kernels/cuda/hog_kernels.hpp"
 
 #include "kernels/cuda/hog_kernels.cuh"
+#include "kernels/cuda/hog_wgmma.hpp"
 #include "kernels/cuda/kernel_launch.cuh"
 
 namespace fc::kernels::cuda {
@@ -23,6 +25,10 @@ void double_backward(const HogParams& p, cudaStream_t stream) {
   BackwardParams d;  // D = rowsum(dO o O) by the first backward's kernel
   d.shape = p.shape, d.type = p.type, d.o = p.o, d.dout = p.dout, d.delta = p.delta;
   launch_delta<T>(d, stream, "hog delta");
+  if (!p.mma_sync_only && hog_wgmma_supports(p)) {
+    hog_wgmma_passes(p, stream);
+    return;
+  }
   if (p.two_pass) {
     query_pass<T, D, HogPass::kBoth>(p, stream, "hog pass 1 (dd, b)");
   } else {

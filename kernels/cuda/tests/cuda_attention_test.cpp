@@ -62,6 +62,9 @@ const GpuSubject kGpuSubjects[] = {
     // (the double backward; fwd and bwd are cuda.fa2's, tested above)
     {"hog", "cuda.hog", {}, cpu::make_cpu_hog, {Op::bwdbwd}, 0},
     {"hog_2pass", "cuda.hog.2pass", {}, cpu::make_cpu_hog_two_pass, {Op::bwdbwd}, 0},
+    // (at d = 64 the subjects above run the wgmma passes; these the mma.sync ones, which d = 128 runs anyway: a quarter)
+    {"hog_mma_sync", "cuda.hog", {{"passes", "mma_sync"}}, cpu::make_cpu_hog, {Op::bwdbwd}, 0, 4},
+    {"hog_2pass_mma_sync", "cuda.hog.2pass", {{"passes", "mma_sync"}}, cpu::make_cpu_hog_two_pass, {Op::bwdbwd}, 0, 4},
     {"fa1", "cuda.fa1", {}, cpu::make_cpu_fa1, {Op::fwd, Op::bwd}, 64},
     // (registered on Hopper only: elsewhere its tests skip with that reason; the forward schedules other
     // than auto's a quarter each: the same arithmetic, Fa3Schedules.* checks the same bits; the deterministic

@@ -16,6 +16,7 @@
 #include "kernels/torch/tensor_bridge.hpp"
 
 #if FLASHCHECK_HAVE_CUDA && TORCH_VERSION_MAJOR >= 2
+#include <cstdlib>
 #include <initializer_list>
 
 #include "kernels/cuda/fa2_kernels.hpp"
@@ -146,6 +147,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> double_backward_cuda(
   h.dq2 = strided_out(dq2), h.dk2 = strided_out(dk2), h.dv2 = strided_out(dv2), h.ddo = strided_out(ddo);
   h.delta = stats[0].data_ptr<float>(), h.dd = stats[1].data_ptr<float>(), h.b = stats[2].data_ptr<float>();
   h.two_pass = kernel == "hog.2pass";
+  // FLASHCHECK_HOG_MMA_SYNC set (to anything): the mma.sync passes for every shape (cuda.hog's passes=mma_sync), the
+  // baseline that hvp_bench.py's same-run comparison of the wgmma passes times.
+  h.mma_sync_only = std::getenv("FLASHCHECK_HOG_MMA_SYNC") != nullptr;
   h.rounding = {p.policy.rounding == Rounding::stochastic, p.policy.seed}, h.grad_stream = p.policy.stream(Role::grad).stream;
   launch(op, [&] { cuda::hog_double_backward(h, current_stream(q)); });
   return {dq2, dk2, dv2, ddo};
