@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Issue 9's Hessian-vector-product benchmark, all sides in one run: a full HVP through attention (forward,
-backward with create_graph, double backward) by flashcheck's CUDA kernels (cuda.fa2's forward and backward,
-then cuda.hog or cuda.hog.2pass, through the PyTorch op flashcheck.attention), by eager PyTorch through
+backward with create_graph, double backward) by flashcheck's CUDA kernels (cuda.fa2's or cuda.fa3's forward
+and backward, then cuda.hog or cuda.hog.2pass, through the PyTorch op flashcheck.attention), by eager PyTorch through
 plain attention, and by torch.compile of it; median time and peak memory per N, written as JSON Lines
 (experiment records "hvp-bench") that `flashcheck report` draws; a side-by-side table at the end.
 
@@ -17,6 +17,10 @@ Modes (subjects in the records):
                            aot_autograd "does not currently support double backward"
   hog      cuda.hog        flashcheck.attention, torch.autograd.grad twice: cuda.fa2 forward, cuda.fa2
   hog.2pass cuda.hog.2pass deterministic backward, then Flash Hog's double backward (3 or 2 statistics passes)
+  hog.fa3, hog.2pass.fa3   the same with cuda.fa3's forward and deterministic (two-pass) backward (kernel="fa3"),
+           cuda.fa3+cuda.hog, cuda.fa3+cuda.hog.2pass
+Setting FLASHCHECK_HOG_MMA_SYNC (to anything) makes the double backward run its mma.sync passes at every head dim
+(cuda.hog's passes=mma_sync): the baseline of a same-run comparison with the wgmma passes, which head dim 64 runs.
 
 Times are medians of --repeats runs after --warmup untimed ones (CUDA events on a GPU, the wall clock
 on the CPU); a size whose first run takes more than --long-ms runs 3 timed times and no more warm-ups.
@@ -28,7 +32,7 @@ ends that mode's sweep for the head dim and mask (larger ones would too); any ot
 as "error" with its message.
 
 Usage: hvp_bench.py --out FILE.jsonl [--device cuda] [--n 1024,...,131072] [--heads 8] [--d 64,128]
-                    [--mask none,causal] [--dtype bf16] [--modes eager,compile,hog,hog.2pass]
+                    [--mask none,causal] [--dtype bf16] [--modes eager,compile,hog,hog.2pass,hog.2pass.fa3]
        hvp_bench.py --out FILE.jsonl --table     (the side-by-side table of records already written)
 """
 import argparse
@@ -42,11 +46,14 @@ import time
 
 import torch
 
-MODES = {"eager": "torch.eager", "compile": "torch.compile", "hog": "cuda.hog", "hog.2pass": "cuda.hog.2pass"}
+MODES = {"eager": "torch.eager", "compile": "torch.compile", "hog": "cuda.hog", "hog.2pass": "cuda.hog.2pass",
+         "hog.fa3": "cuda.fa3+cuda.hog", "hog.2pass.fa3": "cuda.fa3+cuda.hog.2pass"}
+# The flashcheck modes: (double_backward_kernel, kernel) of flashcheck.attention.
+HOG_MODES = {"hog": ("hog", "fa2"), "hog.2pass": ("hog.2pass", "fa2"), "hog.fa3": ("hog", "fa3"), "hog.2pass.fa3": ("hog.2pass", "fa3")}
 
 # Matrix products of N x N x d (2 N^2 d FLOPs each per head, half under a causal mask) that flashcheck's
-# kernels perform: forward S and PV (2); cuda.fa2's deterministic backward, dK/dV pass S, dP, dV, dK and
-# dQ pass S, dP, dQ (7); Flash Hog (kernels/cuda/hog_kernels.cuh): a statistics pass computes S, dP,
+# kernels perform: forward S and PV (2); cuda.fa2's (and cuda.fa3's two-pass) deterministic backward, dK/dV
+# pass S, dP, dV, dK and dQ pass S, dP, dQ (7); Flash Hog (kernels/cuda/hog_kernels.cuh): a statistics pass computes S, dP,
 # ddS (two products) and X = dO ddV^T (5), the dd-only pass S and ddS (3), the query output pass those 5
 # and dQ' (2) and ddO (2), the key pass those 5 and dK' (2) and dV' (1).
 FWD_PRODUCTS, BWD_PRODUCTS = 2, 7
@@ -81,12 +88,13 @@ def hvp_functional(q, k, v, dout, ddq, ddk, ddv, scale, causal):
     return vjp((ddq, ddk, ddv))
 
 
-def hog_functions(kernel, causal):
-    """(full HVP, double backward alone) through flashcheck's op with double_backward_kernel=kernel."""
+def hog_functions(kernel, first_order, causal):
+    """(full HVP, double backward alone) through flashcheck's op with double_backward_kernel=kernel and
+    kernel=first_order (the forward and backward)."""
     import flashcheck  # the op library, built by CMake (build/python on PYTHONPATH)
 
     def attention(q, k, v):
-        return flashcheck.attention(q, k, v, causal=causal, double_backward_kernel=kernel)
+        return flashcheck.attention(q, k, v, causal=causal, kernel=first_order, double_backward_kernel=kernel)
 
     def full(q, k, v, dout, ddq, ddk, ddv, scale, causal_):
         return hvp(q, k, v, dout, ddq, ddk, ddv, scale, causal_, attention)
@@ -97,7 +105,7 @@ def hog_functions(kernel, causal):
     def double_backward(q, k, v, dout, ddq, ddk, ddv, scale, causal_):
         key = (q.data_ptr(), k.data_ptr(), v.data_ptr())
         if saved.get("key") != key:  # o and lse of these inputs, once
-            saved["key"], saved["o_lse"] = key, torch.ops.flashcheck.attention_forward(q, k, v, mask, scale, "fa2", None)
+            saved["key"], saved["o_lse"] = key, torch.ops.flashcheck.attention_forward(q, k, v, mask, scale, first_order, None)
         o, lse = saved["o_lse"]
         return torch.ops.flashcheck.attention_double_backward(q, k, v, o, lse, dout, ddq, ddk, ddv, mask, scale, kernel, None)
 
@@ -204,7 +212,7 @@ def main(argv=None):
     ap.add_argument("--d", default="64,128")
     ap.add_argument("--mask", default="none,causal")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
-    ap.add_argument("--modes", default="eager,compile,hog,hog.2pass")
+    ap.add_argument("--modes", default="eager,compile,hog,hog.2pass,hog.2pass.fa3")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--long-ms", type=float, default=1000.0, help="a first run longer than this ends the warm-up; 3 timed runs")
@@ -232,7 +240,7 @@ def main(argv=None):
             raise ValueError("N, d, heads and repeats must be >= 1, warmup >= 0")
         if set(masks) - {"none", "causal"} or set(modes) - set(MODES):
             raise ValueError(f"--mask: none, causal; --modes: {', '.join(MODES)}")
-        if device.type != "cuda" and set(modes) & {"hog", "hog.2pass"}:
+        if device.type != "cuda" and set(modes) & set(HOG_MODES):
             raise ValueError("the hog modes time flashcheck's CUDA kernels: --device cuda")
         if "compile" in modes and not hasattr(torch, "func"):
             raise ValueError(f"--modes compile needs torch.func (torch >= 2.0), this is torch {torch.__version__}")
@@ -249,8 +257,8 @@ def main(argv=None):
                 for mask in masks:
                     causal = mask == "causal"
                     double_backward = None
-                    if mode in ("hog", "hog.2pass"):
-                        fn, double_backward = hog_functions(mode, causal)
+                    if mode in HOG_MODES:
+                        fn, double_backward = hog_functions(*HOG_MODES[mode], causal)
                     for n in lengths:
                         if mode == "compile":  # a fresh compilation per shape: never the recompile limit's silent eager fallback
                             torch._dynamo.reset()
@@ -275,13 +283,14 @@ def main(argv=None):
                             if double_backward is not None:
                                 per_product = 2.0 * n * n * d * a.heads * (0.5 if causal else 1.0)
                                 db_ms, db_times, _, _ = measure(double_backward, args, device, a.warmup, a.repeats, a.long_ms)
-                                products = FWD_PRODUCTS + BWD_PRODUCTS + HOG_PRODUCTS[mode]
+                                db_products = HOG_PRODUCTS[HOG_MODES[mode][0]]
+                                products = FWD_PRODUCTS + BWD_PRODUCTS + db_products
                                 record["metrics"].update({
                                     "products": products, "flops": products * per_product,
                                     "tflops": products * per_product / (ms * 1e-3) / 1e12,
-                                    "bwdbwd_products": HOG_PRODUCTS[mode], "bwdbwd_flops": HOG_PRODUCTS[mode] * per_product,
+                                    "bwdbwd_products": db_products, "bwdbwd_flops": db_products * per_product,
                                     "bwdbwd_median_ms": db_ms, "bwdbwd_ms": db_times,
-                                    "bwdbwd_tflops": HOG_PRODUCTS[mode] * per_product / (db_ms * 1e-3) / 1e12})
+                                    "bwdbwd_tflops": db_products * per_product / (db_ms * 1e-3) / 1e12})
                         except (RuntimeError, ValueError) as e:
                             status = "oom" if is_oom(e) else "non-finite" if isinstance(e, ValueError) else "error"
                             record["metrics"] = {"status": status, "reason": str(e).split("\n")[0][:300]}

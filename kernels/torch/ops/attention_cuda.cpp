@@ -1,4 +1,4 @@
-// The attention ops on CUDA tensors: cuda.fa2's forward and backward (kernels/cuda/fa2_kernels.hpp) and
+// The attention ops on CUDA tensors: cuda.fa2's or cuda.fa3's forward and backward (fa2_kernels.hpp, fa3_kernels.hpp) and
 // Flash Hog's double backward, cuda.hog and cuda.hog.2pass (kernels/cuda/hog_kernels.hpp), run on
 // PyTorch's tensors in place, on the current stream of the tensors' device; their workspaces (D, dd, b:
 // O(N) floats) are PyTorch allocations, so torch.cuda's memory statistics count them. Inputs whose rows
@@ -20,6 +20,7 @@
 #include <initializer_list>
 
 #include "kernels/cuda/fa2_kernels.hpp"
+#include "kernels/cuda/fa3_kernels.hpp"
 #include "kernels/cuda/hog_kernels.hpp"
 #include "kernels/cuda/shape_params.hpp"
 #include "kernels/torch/ops/cuda_launch.hpp"
@@ -57,8 +58,10 @@ cuda::StorageType require_cuda_kernel(const char* op, const Problem& p, c10::str
               p.shape.head_dim_v, " != ", p.shape.head_dim, ")");
   return t == Format::bf16 ? cuda::StorageType::bf16 : cuda::StorageType::fp16;
 }
-cuda::StorageType require_fa2(const char* op, const Problem& p, c10::string_view kernel) {
-  return require_cuda_kernel(op, p, kernel, {"fa2"}, "kernel=");
+// The first-order kernels: cuda.fa2, or cuda.fa3 (wgmma and TMA; this library's device code is sm_90a, so every GPU
+// that runs it runs cuda.fa3).
+cuda::StorageType require_first_order(const char* op, const Problem& p, c10::string_view kernel) {
+  return require_cuda_kernel(op, p, kernel, {"fa2", "fa3"}, "kernel=");
 }
 
 // t itself when the kernels can read it in place (unit stride along D, 16-byte aligned rows), else a
@@ -78,7 +81,7 @@ std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor& q, const at::T
                                                 c10::optional<double> scale, c10::string_view kernel, c10::optional<c10::string_view> policy) {
   const char* op = "attention_forward";
   const Problem p = check_problem(op, q, k, v, mask, scale, policy);
-  const cuda::StorageType type = require_fa2(op, p, kernel);
+  const cuda::StorageType type = require_first_order(op, p, kernel);
   check_all_finite(op, {{&q, "q"}, {&k, "k"}, {&v, "v"}});
   const c10::DeviceGuard device(q.device());
   const at::Tensor qr = kernel_ready(q), kr = kernel_ready(k), vr = kernel_ready(v);
@@ -89,7 +92,13 @@ std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor& q, const at::T
   f.shape = cuda::shape_params(p.shape, p.mask, p.scale), f.type = type;
   f.q = strided(qr), f.k = strided(kr), f.v = strided(vr), f.o = strided_out(o), f.lse = lse.data_ptr<float>();
   f.rounding = {p.policy.rounding == Rounding::stochastic, p.policy.seed}, f.o_stream = p.policy.stream(Role::o).stream;
-  launch(op, [&] { cuda::fa2_forward(f, current_stream(q)); });
+  if (kernel == "fa3") {
+    // (kernel_ready's copies are TMA-readable: unit stride along D, 16-byte aligned base and strides)
+    TORCH_CHECK(cuda::fa3_supports(f), "flashcheck.", op, ": cuda.fa3 cannot describe these tensors to TMA");
+    launch(op, [&] { cuda::fa3_forward(f, cuda::Fa3Schedule::ws_overlap_pingpong, current_stream(q)); });  // (cuda.fa3's auto)
+  } else {
+    launch(op, [&] { cuda::fa2_forward(f, current_stream(q)); });
+  }
   return {o, lse};
 }
 
@@ -100,7 +109,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor& q
   const char* op = "attention_backward";
   const Problem p = check_problem(op, q, k, v, mask, scale, policy);
   check_saved(op, p, q, o, lse, dout);
-  const cuda::StorageType type = require_fa2(op, p, kernel);
+  const cuda::StorageType type = require_first_order(op, p, kernel);
   check_all_finite(op, {{&q, "q"}, {&k, "k"}, {&v, "v"}, {&dout, "dout"}});
   const c10::DeviceGuard device(q.device());
   const at::Tensor qr = kernel_ready(q), kr = kernel_ready(k), vr = kernel_ready(v), or_ = kernel_ready(o), gr = kernel_ready(dout);
@@ -113,7 +122,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor& q
   b.lse = l.data_ptr<float>(), b.delta = delta.data_ptr<float>();
   b.dq = strided_out(dq), b.dk = strided_out(dk), b.dv = strided_out(dv);
   b.rounding = {p.policy.rounding == Rounding::stochastic, p.policy.seed}, b.grad_stream = p.policy.stream(Role::grad).stream;
-  launch(op, [&] { cuda::fa2_backward(b, current_stream(q)); });
+  if (kernel == "fa3") {
+    b.deterministic = true;  // the two-pass form: no atomics, the same bits every run (as cuda.fa2's backward)
+    launch(op, [&] { cuda::fa3_backward(b, current_stream(q)); });
+  } else {
+    launch(op, [&] { cuda::fa2_backward(b, current_stream(q)); });
+  }
   return {dq, dk, dv};
 }
 

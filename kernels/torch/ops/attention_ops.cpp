@@ -4,8 +4,8 @@
 //   attention_double_backward(q, k, v, o, lse, dout, ddq?, ddk?, ddv?, ...) -> (dq2, dk2, dv2, ddo)
 //   attention(q, k, v, ...)                              -> o, differentiable twice (attention_autograd.cpp)
 // Tensors are [B, H, N, D] (SDPA's layout), any strides on the CPU. `kernel` names the backend's
-// variant: forward and backward "fa2" (also "fa1", "fa4", "naive"), double backward "hog" (also
-// "hog.2pass", "naive"); CPU tensors run cpu.<kernel>, CUDA tensors cuda.<kernel>. `policy` is a
+// variant: forward and backward "fa2" (also "fa3"; on the CPU "fa1", "fa4", "naive"), double backward "hog" (also
+// "hog.2pass"; on the CPU "naive"); CPU tensors run cpu.<kernel>, CUDA tensors cuda.<kernel>. `policy` is a
 // flashcheck policy text ("bf16,round=sr,seed=7"); by default the uniform policy of q's dtype.
 #include <torch/library.h>
 

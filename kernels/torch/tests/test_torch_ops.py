@@ -1,5 +1,6 @@
 """flashcheck's PyTorch ops: autograd to second order (gradcheck, gradgradcheck in float64 on the CPU
 backends), agreement with eager PyTorch, strides, and clear errors for bad input."""
+import itertools
 import math
 import unittest
 
@@ -155,30 +156,30 @@ class AttentionErrors(unittest.TestCase):
 
 
 
-@unittest.skipUnless(torch.cuda.is_available(), "no CUDA device: the CUDA dispatch (cuda.fa2, cuda.hog) cannot be exercised here")
+@unittest.skipUnless(torch.cuda.is_available(), "no CUDA device: the CUDA dispatch (cuda.fa2, cuda.fa3, cuda.hog) cannot be exercised here")
 class AttentionCuda(unittest.TestCase):
-    """CUDA tensors run cuda.fa2 and cuda.hog in place; their results are cpu.fa2's and cpu.hog's up to
+    """CUDA tensors run cuda.fa2 (or cuda.fa3) and cuda.hog in place; their results are the CPU twins' up to
     the accumulation order."""
 
     def test_forward_and_gradients_match_the_cpu_op(self):
-        for dtype, u in ((torch.bfloat16, 2.0 ** -8), (torch.float16, 2.0 ** -11)):
-            for causal in (False, True):
-                with self.subTest(dtype=dtype, causal=causal):
-                    q, k, v = random_qkv(b=2, hq=4, hkv=2, nq=70, nk=131, d=64, dv=64, dtype=dtype)
-                    # [B, N, H, D] memory seen as [B, H, N, D]: the kernels read these strides in place
-                    q, k, v = (x.detach().transpose(1, 2).contiguous().transpose(1, 2).requires_grad_() for x in (q, k, v))
-                    qc, kc, vc = (x.detach().cuda().requires_grad_() for x in (q, k, v))
-                    do = torch.randn(2, 4, 70, 64, dtype=dtype)
-                    o_cpu = flashcheck.attention(q, k, v, causal=causal, causal_alignment="bottom_right")
-                    o_gpu = flashcheck.attention(qc, kc, vc, causal=causal, causal_alignment="bottom_right")
-                    self.assertTrue(o_gpu.is_cuda)
-                    g_cpu = torch.autograd.grad(o_cpu, (q, k, v), do)
-                    g_gpu = torch.autograd.grad(o_gpu, (qc, kc, vc), do.cuda())
-                    # the same rounding points; the accumulation order differs (kernels/cuda/tests bound it
-                    # elementwise): here, within 4 u of each tensor's largest entry
-                    for a, b in zip((o_cpu,) + g_cpu, (o_gpu,) + g_gpu):
-                        scale = a.double().abs().max().item()
-                        self.assertLessEqual((a.double() - b.cpu().double()).abs().max().item(), 4 * u * scale)
+        formats = ((torch.bfloat16, 2.0 ** -8), (torch.float16, 2.0 ** -11))
+        for (dtype, u), causal, kernel in itertools.product(formats, (False, True), ("fa2", "fa3")):
+            with self.subTest(dtype=dtype, causal=causal, kernel=kernel):
+                q, k, v = random_qkv(b=2, hq=4, hkv=2, nq=70, nk=131, d=64, dv=64, dtype=dtype)
+                # [B, N, H, D] memory seen as [B, H, N, D]: the kernels read these strides in place
+                q, k, v = (x.detach().transpose(1, 2).contiguous().transpose(1, 2).requires_grad_() for x in (q, k, v))
+                qc, kc, vc = (x.detach().cuda().requires_grad_() for x in (q, k, v))
+                do = torch.randn(2, 4, 70, 64, dtype=dtype)
+                o_cpu = flashcheck.attention(q, k, v, causal=causal, causal_alignment="bottom_right", kernel=kernel)
+                o_gpu = flashcheck.attention(qc, kc, vc, causal=causal, causal_alignment="bottom_right", kernel=kernel)
+                self.assertTrue(o_gpu.is_cuda)
+                g_cpu = torch.autograd.grad(o_cpu, (q, k, v), do)
+                g_gpu = torch.autograd.grad(o_gpu, (qc, kc, vc), do.cuda())
+                # the same rounding points; the accumulation order differs (kernels/cuda/tests bound it
+                # elementwise): here, within 4 u of each tensor's largest entry
+                for a, b in zip((o_cpu,) + g_cpu, (o_gpu,) + g_gpu):
+                    scale = a.double().abs().max().item()
+                    self.assertLessEqual((a.double() - b.cpu().double()).abs().max().item(), 4 * u * scale)
 
     def test_unsupported_cuda_calls_get_clear_errors(self):
         q, k, v = (x.cuda() for x in random_qkv(requires_grad=False, d=64, dv=64))
@@ -211,10 +212,11 @@ class AttentionCuda(unittest.TestCase):
         # so the bound is 16u of the tensor's largest entry: 2u per flipped operand, a factor 2 for the two
         # products, and up to 4 for the cancellation between them (the harness's elementwise bound,
         # kernels/cuda/tests, is the tight one; this checks the op's wiring: strides, GQA, masks, tails).
+        # kernel="fa3": cuda.fa3's forward and deterministic backward first (cpu.fa3 on the CPU), as hvp_bench.py's .fa3 modes.
         for dtype, u in ((torch.bfloat16, 2.0 ** -8), (torch.float16, 2.0 ** -11)):
-            for hog in ("hog", "hog.2pass"):
+            for hog, kernel in (("hog", "fa2"), ("hog.2pass", "fa2"), ("hog.2pass", "fa3")):
                 for mask in ("none", "causal_tl", "causal_br"):
-                    with self.subTest(dtype=dtype, double_backward_kernel=hog, mask=mask):
+                    with self.subTest(dtype=dtype, double_backward_kernel=hog, kernel=kernel, mask=mask):
                         q, k, v = random_qkv(b=2, hq=4, hkv=2, nq=70, nk=131, d=64, dv=64, dtype=dtype)
                         # [B, N, H, D] memory seen as [B, H, N, D]: the kernels read these strides in place
                         q, k, v = (x.detach().transpose(1, 2).contiguous().transpose(1, 2).requires_grad_() for x in (q, k, v))
@@ -223,7 +225,7 @@ class AttentionCuda(unittest.TestCase):
 
                         def hvp(q, k, v, do, dd):
                             do = do.detach().requires_grad_()
-                            o = flashcheck.attention(q, k, v, **MASKS[mask], double_backward_kernel=hog)
+                            o = flashcheck.attention(q, k, v, **MASKS[mask], kernel=kernel, double_backward_kernel=hog)
                             grads = torch.autograd.grad(o, (q, k, v), do, create_graph=True)
                             return torch.autograd.grad(grads, (q, k, v, do), dd)
 

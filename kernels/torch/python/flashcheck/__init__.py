@@ -39,8 +39,8 @@ def attention(q, k, v, causal=False, scale=None, causal_alignment="top_left", ke
 
     causal_alignment: "top_left" (query i sees keys j <= i; PyTorch SDPA's is_causal) or
     "bottom_right" (j <= i + Nk - Nq; FlashAttention >= 2.1). scale defaults to 1/sqrt(D).
-    kernel picks the forward/backward backend (fa2, fa1, fa4, naive), double_backward_kernel the
-    second-order one (hog, hog.2pass, naive); policy is a flashcheck precision policy text
+    kernel picks the forward/backward backend (fa2 or fa3; on CPU tensors also fa1, fa4, naive),
+    double_backward_kernel the second-order one (hog, hog.2pass; on CPU tensors also naive); policy is a flashcheck precision policy text
     ("bf16,round=sr,seed=7"), by default the uniform policy of q's dtype. GQA: q may have a multiple
     of k's and v's heads.
     """
