@@ -19,6 +19,9 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <climits>
+#include <type_traits>
+
 #include "kernels/cuda/fa2_backward.cuh"  // lse_log2
 #include "kernels/cuda/fa3_forward.cuh"
 #include "kernels/cuda/hog_kernels.cuh"  // HogPass
@@ -59,6 +62,31 @@ __device__ inline void mma_rows(float (&d)[8][4], const unsigned char* a_tile, c
     const std::uint64_t a = wgmma_descriptor_advance(wgmma_descriptor_sw128(a_tile + (k / 4) * kQBox), k % 4);
     const std::uint64_t b = wgmma_descriptor_advance(wgmma_descriptor_sw128(b_tile + (k / 4) * kQBox), k % 4);
     wgmma_m64n64k16_ss<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[32]>(d), a, b, accumulate || k > 0);
+  }
+}
+
+// The warpgroup's 64-row tile (D wide) as register A fragments, k16 step k in a[k]: ldmatrix from the 128-byte
+// swizzled tile (row r's 16-byte chunk c at chunk c ^ (r % 8)), in mma.sync's A layout, which is wgmma's.
+template <int D>
+__device__ inline void load_fragments(std::uint32_t (&a)[D / 16][4], const unsigned char* tile, int warp, int lane) {
+  const int m = lane / 8, row = 16 * warp + lane % 8 + 8 * (m % 2);  // ldmatrix x4: matrix m's rows from lanes 8 m ..
+#pragma unroll
+  for (int k = 0; k < D / 16; ++k) {
+    const int chunk = 2 * (k % 4) + m / 2;
+    const std::uint32_t address = smem_address(tile + (k / 4) * kQBox + row * 128 + ((chunk ^ (row % 8)) << 4));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(a[k][0]), "=r"(a[k][1]), "=r"(a[k][2]), "=r"(a[k][3])
+                 : "r"(address));
+  }
+}
+
+// d (+)= A B^T over d with A's fragments in registers (load_fragments) and B a 64-row K-major tile in shared memory.
+template <class T, int D>
+__device__ inline void mma_held(float (&d)[8][4], const std::uint32_t (&a)[D / 16][4], const unsigned char* b_tile, bool accumulate) {
+#pragma unroll
+  for (int k = 0; k < D / 16; ++k) {
+    const std::uint64_t b = wgmma_descriptor_advance(wgmma_descriptor_sw128(b_tile + (k / 4) * kQBox), k % 4);
+    wgmma_m64n64k16_rs_nt<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[32]>(d), a[k], b, accumulate || k > 0);
   }
 }
 
@@ -157,6 +185,18 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
 
   mbarrier_wait(&rows_full, 0);
+  // Q (read by two of the products) held as register A fragments, 16 registers at d = 64, and in the statistics
+  // passes dO and ddQ as well: those products then read only the key tiles from shared memory. (m64n64k16 with both
+  // operands from shared memory reads 4 KiB per 32 tensor-core cycles, the SM's 128 bytes a cycle of shared memory
+  // bandwidth.) kOut keeps dO and ddQ in shared memory: beside its accumulators, dO's fragments spilled 48 bytes.
+  constexpr bool kHeld = !kOut;
+  std::uint32_t qa[D / 16][4], ga[kHeld && kNeedsDp ? D / 16 : 1][4], da[kHeld ? D / 16 : 1][4];
+  {
+    const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+    load_fragments<D>(qa, sQ, warp, lane);
+    if constexpr (kHeld && kNeedsDp) load_fragments<D>(ga, sG, warp, lane);
+    if constexpr (kHeld) load_fragments<D>(da, sDq, warp, lane);
+  }
   for (int j = 0; j < n_tiles; ++j) {
     const int stage = j % kStages, col0 = j * kTileRows;
     const unsigned char* sK = sKeys + 4 * stage * kTile;
@@ -167,29 +207,53 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     // Two commit groups, completing in order: S and ddS / s, then dP and X (P is computed while they run).
     float sv[8][4], dds[8][4], dp[8][4], x[8][4];
     wgmma_fence();
-    mma_rows<T, D>(sv, sQ, sK, false);
-    mma_rows<T, D>(dds, sDq, sK, false);
-    mma_rows<T, D>(dds, sQ, sDk, true);
+    mma_held<T, D>(sv, qa, sK, false);
+    if constexpr (kHeld) {
+      mma_held<T, D>(dds, da, sK, false);
+    } else {
+      mma_rows<T, D>(dds, sDq, sK, false);
+    }
+    mma_held<T, D>(dds, qa, sDk, true);
     wgmma_commit();
     if constexpr (kNeedsDp) {
-      mma_rows<T, D>(dp, sG, sV, false);
-      mma_rows<T, D>(x, sG, sDv, false);
+      if constexpr (kHeld) {
+        mma_held<T, D>(dp, ga, sV, false);
+        mma_held<T, D>(x, ga, sDv, false);
+      } else {
+        mma_rows<T, D>(dp, sG, sV, false);
+        mma_rows<T, D>(x, sG, sDv, false);
+      }
       wgmma_commit();
       wgmma_wait<1>();
     } else {
       wgmma_wait<0>();
     }
-    // P where visible; a tile that crosses Nk or the diagonal for some row of this warp tests every element.
-    const bool masked = col0 + kTileRows > s.seq_k || (causal && col0 + kTileRows - 1 > th.warp_row0 + offset);
+    // P where visible; a tile that crosses Nk or the diagonal for some row of this warp tests every element, in a
+    // copy of the loop of its own (one loop with the test under `masked` computed it for every element: 120 of the
+    // step's 870 instructions, with the selects).
+    const auto p_tile = [&](auto masked_tag) {
+      // (masked) column col0 + 8 nb + 2 t + (c & 1) is visible from row r iff 8 nb + (c & 1) <= last[r]: one compare
+      // with a constant an element
+      int last[2];
 #pragma unroll
-    for (int nb = 0; nb < 8; ++nb) {
+      for (int r = 0; r < 2; ++r) last[r] = (causal ? min(s.seq_k - 1, th.row0 + 8 * r + offset) : s.seq_k - 1) - col0 - 2 * th.t;
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int r = c / 2, col = col0 + nb * 8 + 2 * th.t + c % 2;
-        const bool visible = !masked || (col < s.seq_k && (!causal || col <= th.row0 + 8 * r + offset));
-        const float e = fast_exp2(fmaf(sv[nb][c], scale2, -l2[r]));  // (before the select: no branch per element)
-        sv[nb][c] = visible ? e : 0.f;
+      for (int nb = 0; nb < 8; ++nb) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const float e = fast_exp2(fmaf(sv[nb][c], scale2, -l2[c / 2]));  // (before the select: no branch per element)
+          if constexpr (decltype(masked_tag)::value) {
+            sv[nb][c] = nb * 8 + c % 2 <= last[c / 2] ? e : 0.f;
+          } else {
+            sv[nb][c] = e;
+          }
+        }
       }
+    };
+    if (col0 + kTileRows > s.seq_k || (causal && col0 + kTileRows - 1 > th.warp_row0 + offset)) {
+      p_tile(std::true_type{});
+    } else {
+      p_tile(std::false_type{});
     }
     if constexpr (kNeedsDp) wgmma_wait<0>();
     if constexpr (!kOut) {  // the key tiles are read: release the stage before the row sums
@@ -362,6 +426,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   for (int i = 0; i < D / 8; ++i) acc_k[i][0] = acc_k[i][1] = acc_k[i][2] = acc_k[i][3] = acc_v[i][0] = acc_v[i][1] = acc_v[i][2] = acc_v[i][3] = 0.f;
 
   mbarrier_wait(&keys_full, 0);
+  // K, read by two of the five products, held as register A fragments (16 registers at d = 64; V, ddK and ddV as well
+  // would not fit beside the accumulators): those two read only the row tiles from shared memory.
+  std::uint32_t ka[D / 16][4];
+  load_fragments<D>(ka, sK, warp, lane);
   for (int e = 0; e < steps; ++e) {
     const int stage = e % kStages, q0 = (first_tile + e % per_head) * kTileRows;
     const unsigned char* sQ = sRows + 3 * stage * kTile;
@@ -372,8 +440,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     // ddS^T / s = K ddQ^T + ddK Q^T | dP^T = V dO^T, X^T = ddV dO^T (two commit groups; P^T while the second runs).
     float sv[8][4], dds[8][4], dp[8][4], x[8][4];
     wgmma_fence();
-    mma_rows<T, D>(sv, sK, sQ, false);
-    mma_rows<T, D>(dds, sK, sDq, false);
+    mma_held<T, D>(sv, ka, sQ, false);
+    mma_held<T, D>(dds, ka, sDq, false);
     mma_rows<T, D>(dds, sDk, sQ, true);
     wgmma_commit();
     mma_rows<T, D>(dp, sV, sG, false);
@@ -381,17 +449,36 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     wgmma_commit();
     // A step that crosses Nk or the diagonal for some key of this warp tests every element (queries past Nq need no
     // test: their L is +inf).
+    // (the masked and unmasked loops are separate copies, as in the query passes)
+    const auto p_tile = [&](auto masked_tag) {
+      // (masked) query q0 + 8 nb + 2 t + (c & 1) sees key r iff 8 nb + (c & 1) >= first[r]: one compare with a
+      // constant an element (keys past Nk see nothing)
+      int first[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int key = key_row0 + 8 * r;
+        first[r] = key >= s.seq_k ? INT_MAX : causal ? key - offset - q0 - 2 * t : INT_MIN;
+      }
+#pragma unroll
+      for (int nb = 0; nb < 8; ++nb) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int qi = nb * 8 + 2 * t + c % 2;
+          const float e2 = fast_exp2(fmaf(sv[nb][c], scale2, -stat_l2[stage][qi]));
+          if constexpr (decltype(masked_tag)::value) {
+            sv[nb][c] = nb * 8 + c % 2 >= first[c / 2] ? e2 : 0.f;
+          } else {
+            sv[nb][c] = e2;
+          }
+        }
+      }
+    };
     const bool masked = warp_key_last >= s.seq_k || (causal && warp_key_last > q0 + offset);
     wgmma_wait<1>();
-#pragma unroll
-    for (int nb = 0; nb < 8; ++nb) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int qi = nb * 8 + 2 * t + c % 2, key = key_row0 + 8 * (c / 2);
-        const bool visible = !masked || (key < s.seq_k && (!causal || key <= q0 + qi + offset));
-        const float e2 = fast_exp2(fmaf(sv[nb][c], scale2, -stat_l2[stage][qi]));
-        sv[nb][c] = visible ? e2 : 0.f;
-      }
+    if (masked) {
+      p_tile(std::true_type{});
+    } else {
+      p_tile(std::false_type{});
     }
     wgmma_wait<0>();
     // dS^T / s, dS'^T / s, ddP^T into dp, x, dds (cpu.hog's formulas, per (key, row) element)

@@ -19,6 +19,9 @@ Modes (subjects in the records):
   hog.2pass cuda.hog.2pass deterministic backward, then Flash Hog's double backward (3 or 2 statistics passes)
   hog.fa3, hog.2pass.fa3   the same with cuda.fa3's forward and deterministic (two-pass) backward (kernel="fa3"),
            cuda.fa3+cuda.hog, cuda.fa3+cuda.hog.2pass
+  hog.2pass.fa3.unchecked  cuda.fa3+cuda.hog.2pass.unchecked: the same with the ops' NaN/Inf input checks off
+           (flashcheck.input_checks(False)), as PyTorch's own ops run: each checked op reads its inputs once more
+           and waits for the device to read the flags
 Setting FLASHCHECK_HOG_MMA_SYNC (to anything) makes the double backward run its mma.sync passes at every head dim
 (cuda.hog's passes=mma_sync): the baseline of a same-run comparison with the wgmma passes, which head dim 64 runs.
 
@@ -47,9 +50,11 @@ import time
 import torch
 
 MODES = {"eager": "torch.eager", "compile": "torch.compile", "hog": "cuda.hog", "hog.2pass": "cuda.hog.2pass",
-         "hog.fa3": "cuda.fa3+cuda.hog", "hog.2pass.fa3": "cuda.fa3+cuda.hog.2pass"}
-# The flashcheck modes: (double_backward_kernel, kernel) of flashcheck.attention.
-HOG_MODES = {"hog": ("hog", "fa2"), "hog.2pass": ("hog.2pass", "fa2"), "hog.fa3": ("hog", "fa3"), "hog.2pass.fa3": ("hog.2pass", "fa3")}
+         "hog.fa3": "cuda.fa3+cuda.hog", "hog.2pass.fa3": "cuda.fa3+cuda.hog.2pass",
+         "hog.2pass.fa3.unchecked": "cuda.fa3+cuda.hog.2pass.unchecked"}
+# The flashcheck modes: (double_backward_kernel, kernel) of flashcheck.attention, and whether the input checks run.
+HOG_MODES = {"hog": ("hog", "fa2", True), "hog.2pass": ("hog.2pass", "fa2", True), "hog.fa3": ("hog", "fa3", True),
+             "hog.2pass.fa3": ("hog.2pass", "fa3", True), "hog.2pass.fa3.unchecked": ("hog.2pass", "fa3", False)}
 
 # Matrix products of N x N x d (2 N^2 d FLOPs each per head, half under a causal mask) that flashcheck's
 # kernels perform: forward S and PV (2); cuda.fa2's (and cuda.fa3's two-pass) deterministic backward, dK/dV
@@ -88,16 +93,17 @@ def hvp_functional(q, k, v, dout, ddq, ddk, ddv, scale, causal):
     return vjp((ddq, ddk, ddv))
 
 
-def hog_functions(kernel, first_order, causal):
+def hog_functions(kernel, first_order, checked, causal):
     """(full HVP, double backward alone) through flashcheck's op with double_backward_kernel=kernel and
-    kernel=first_order (the forward and backward)."""
+    kernel=first_order (the forward and backward), with the ops' input checks on or off."""
     import flashcheck  # the op library, built by CMake (build/python on PYTHONPATH)
 
     def attention(q, k, v):
         return flashcheck.attention(q, k, v, causal=causal, kernel=first_order, double_backward_kernel=kernel)
 
     def full(q, k, v, dout, ddq, ddk, ddv, scale, causal_):
-        return hvp(q, k, v, dout, ddq, ddk, ddv, scale, causal_, attention)
+        with flashcheck.input_checks(checked):
+            return hvp(q, k, v, dout, ddq, ddk, ddv, scale, causal_, attention)
 
     mask = "causal_tl" if causal else "none"
     saved = {}
@@ -107,7 +113,8 @@ def hog_functions(kernel, first_order, causal):
         if saved.get("key") != key:  # o and lse of these inputs, once
             saved["key"], saved["o_lse"] = key, torch.ops.flashcheck.attention_forward(q, k, v, mask, scale, first_order, None)
         o, lse = saved["o_lse"]
-        return torch.ops.flashcheck.attention_double_backward(q, k, v, o, lse, dout, ddq, ddk, ddv, mask, scale, kernel, None)
+        with flashcheck.input_checks(checked):
+            return torch.ops.flashcheck.attention_double_backward(q, k, v, o, lse, dout, ddq, ddk, ddv, mask, scale, kernel, None)
 
     return full, double_backward
 
@@ -175,7 +182,7 @@ def print_table(records):
     for r in records:
         cells[(r["shape"]["d"], r["mask"], r["shape"]["N"], r["subject"])] = r["metrics"]
     rows = sorted({(d, mask, n) for d, mask, n, _ in cells}, key=lambda x: (x[0], x[1] != "none", x[2]))
-    print("\nfull HVP: median ms / peak MiB beyond the inputs (x eager)" + "".join(f" | {s:>28s}" for s in subjects))
+    print("\nfull HVP: median ms / peak MiB beyond the inputs (x eager)" + "".join(f" | {s:>34s}" for s in subjects))
     for d, mask, n in rows:
         line = f"d={d:<3d} {mask:6s} N={n:<6d}"
         eager = cells.get((d, mask, n, "torch.eager"))
@@ -191,7 +198,7 @@ def print_table(records):
                     text += f" ({eager['median_ms'] / m['median_ms']:.1f}x)"
                 if "tflops" in m:
                     text += f" {m['tflops']:.0f}TF"
-            line += f" | {text:>28s}"
+            line += f" | {text:>34s}"
         print(line)
     print("(TF: TFLOP/s of the passes the kernels perform; hog modes' double backward alone in the records)")
     for s in subjects:

@@ -171,17 +171,27 @@ __device__ inline void wgmma_m64n128k16_rs_tn(float (&d)[64], const std::uint32_
 }
 #undef FC_WGMMA_RS_128
 
-#define FC_WGMMA_RS_64(TYPE)                                                                                              \
+#define FC_WGMMA_RS_64(TYPE, TRANS_B)                                                                                     \
   asm volatile("{\n.reg .pred acc;\nsetp.ne.b32 acc, %37, 0;\n"                                                        \
-               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, acc, 1, 1, 1;\n}\n"  \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, acc, 1, 1, " TRANS_B ";\n}\n"  \
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                                                                              \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate))
 template <bool Fp16>
 __device__ inline void wgmma_m64n64k16_rs_tn(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t b, int accumulate) {
   if constexpr (Fp16) {
-    FC_WGMMA_RS_64("f16.f16");
+    FC_WGMMA_RS_64("f16.f16", "1");
   } else {
-    FC_WGMMA_RS_64("bf16.bf16");
+    FC_WGMMA_RS_64("bf16.bf16", "1");
+  }
+}
+// The same with B K-major (trans-b = 0, wgmma_descriptor_sw128's tile): d (+)= A B^T of a 64 x 16 A from registers and
+// a 64-row [n][k] tile, e.g. S = Q K^T with Q's fragments held in registers (Flash Hog's statistics passes).
+template <bool Fp16>
+__device__ inline void wgmma_m64n64k16_rs_nt(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t b, int accumulate) {
+  if constexpr (Fp16) {
+    FC_WGMMA_RS_64("f16.f16", "0");
+  } else {
+    FC_WGMMA_RS_64("bf16.bf16", "0");
   }
 }
 #undef FC_WGMMA_RS_64

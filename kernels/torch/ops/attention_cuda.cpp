@@ -18,10 +18,12 @@
 #if FLASHCHECK_HAVE_CUDA && TORCH_VERSION_MAJOR >= 2
 #include <cstdlib>
 #include <initializer_list>
+#include <vector>
 
 #include "kernels/cuda/fa2_kernels.hpp"
 #include "kernels/cuda/fa3_kernels.hpp"
 #include "kernels/cuda/hog_kernels.hpp"
+#include "kernels/cuda/nonfinite_scan.hpp"
 #include "kernels/cuda/shape_params.hpp"
 #include "kernels/torch/ops/cuda_launch.hpp"
 #define FLASHCHECK_TORCH_CUDA_KERNELS 1
@@ -73,6 +75,25 @@ at::Tensor kernel_ready(const at::Tensor& t) {
   return ok ? t : t.contiguous();
 }
 cuda::Strided strided(const at::Tensor& t) { return {t.data_ptr(), t.stride(0), t.stride(1), t.stride(2)}; }
+
+// The inputs' NaN/Inf check on the device: one pass over every tensor (kernel_ready ones, all of `type`) and one wait
+// for its flags (cuda/nonfinite_scan.hpp; op_support's check_all_finite took 5 PyTorch kernels a tensor). Skipped
+// while flashcheck.input_checks(False).
+void check_all_finite_on_device(const char* op, cuda::StorageType type, std::initializer_list<std::pair<const at::Tensor*, const char*>> tensors) {
+  if (!input_checks_enabled()) return;
+  std::vector<cuda::ScanTensor> list;
+  for (const auto& [t, what] : tensors) {
+    list.push_back({t->data_ptr(), t->stride(0), t->stride(1), t->stride(2), static_cast<int>(t->size(0)), static_cast<int>(t->size(1)),
+                    static_cast<int>(t->size(2)), static_cast<int>(t->size(3))});
+  }
+  const at::Tensor& first = *tensors.begin()->first;
+  at::Tensor flags = at::zeros({static_cast<std::int64_t>(list.size())}, first.options().dtype(at::kInt));
+  launch(op, [&] { cuda::flag_nonfinite(list.data(), static_cast<int>(list.size()), type, reinterpret_cast<unsigned*>(flags.data_ptr<int>()), current_stream(first)); });
+  const at::Tensor on_host = flags.cpu();
+  const int* bad = on_host.data_ptr<int>();
+  std::size_t i = 0;
+  for (const auto& [t, what] : tensors) TORCH_CHECK(bad[i++] == 0, "flashcheck.", op, ": ", what, " contains NaN or Inf");
+}
 cuda::StridedOut strided_out(at::Tensor& t) { return {t.data_ptr(), t.stride(0), t.stride(1), t.stride(2)}; }
 
 }  // namespace
@@ -82,9 +103,9 @@ std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor& q, const at::T
   const char* op = "attention_forward";
   const Problem p = check_problem(op, q, k, v, mask, scale, policy);
   const cuda::StorageType type = require_first_order(op, p, kernel);
-  check_all_finite(op, {{&q, "q"}, {&k, "k"}, {&v, "v"}});
   const c10::DeviceGuard device(q.device());
   const at::Tensor qr = kernel_ready(q), kr = kernel_ready(k), vr = kernel_ready(v);
+  check_all_finite_on_device(op, type, {{&qr, "q"}, {&kr, "k"}, {&vr, "v"}});
   const auto& s = p.shape;
   at::Tensor o = at::empty({s.batch, s.heads_q, s.seq_q, s.head_dim_v}, q.options());
   at::Tensor lse = at::empty({s.batch, s.heads_q, s.seq_q}, q.options().dtype(at::kFloat));
@@ -110,9 +131,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor& q
   const Problem p = check_problem(op, q, k, v, mask, scale, policy);
   check_saved(op, p, q, o, lse, dout);
   const cuda::StorageType type = require_first_order(op, p, kernel);
-  check_all_finite(op, {{&q, "q"}, {&k, "k"}, {&v, "v"}, {&dout, "dout"}});
   const c10::DeviceGuard device(q.device());
   const at::Tensor qr = kernel_ready(q), kr = kernel_ready(k), vr = kernel_ready(v), or_ = kernel_ready(o), gr = kernel_ready(dout);
+  check_all_finite_on_device(op, type, {{&qr, "q"}, {&kr, "k"}, {&vr, "v"}, {&gr, "dout"}});
   const at::Tensor l = lse.contiguous();
   at::Tensor dq = at::empty(q.sizes(), q.options()), dk = at::empty(k.sizes(), k.options()), dv = at::empty(v.sizes(), v.options());
   at::Tensor delta = at::empty(l.sizes(), l.options());
@@ -148,8 +169,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> double_backward_cuda(
     return kernel_ready(*t);
   };
   const at::Tensor ddq_ = cotangent(ddq, q, "ddq"), ddk_ = cotangent(ddk, k, "ddk"), ddv_ = cotangent(ddv, v, "ddv");
-  check_all_finite(op, {{&q, "q"}, {&k, "k"}, {&v, "v"}, {&dout, "dout"}, {&ddq_, "ddq"}, {&ddk_, "ddk"}, {&ddv_, "ddv"}});
   const at::Tensor qr = kernel_ready(q), kr = kernel_ready(k), vr = kernel_ready(v), or_ = kernel_ready(o), gr = kernel_ready(dout);
+  check_all_finite_on_device(op, type, {{&qr, "q"}, {&kr, "k"}, {&vr, "v"}, {&gr, "dout"}, {&ddq_, "ddq"}, {&ddk_, "ddk"}, {&ddv_, "ddv"}});
   const at::Tensor l = lse.contiguous();
   at::Tensor dq2 = at::empty(q.sizes(), q.options()), dk2 = at::empty(k.sizes(), k.options()), dv2 = at::empty(v.sizes(), v.options());
   at::Tensor ddo = at::empty(dout.sizes(), dout.options());

@@ -194,7 +194,20 @@ class AttentionCuda(unittest.TestCase):
         (dq,) = torch.autograd.grad(flashcheck.attention(qg, k, v, double_backward_kernel="naive").sum(), qg, create_graph=True)
         with self.assertRaisesRegex(RuntimeError, "no CUDA kernel cuda.naive"):
             torch.autograd.grad(dq.sum(), qg)
+        # NaN / Inf anywhere in an input, in either 16-bit format, named (one device pass over the inputs)
+        k_nan = k.clone()
+        k_nan[0, 0, 3, 5] = float("nan")
+        with self.assertRaisesRegex(RuntimeError, "k contains NaN or Inf"):
+            flashcheck.attention(q, k_nan, v)
         o, lse = torch.ops.flashcheck.attention_forward(q, k, v)
+        do_inf = torch.randn_like(o)
+        do_inf[-1, -1, -1, -1] = float("-inf")
+        with self.assertRaisesRegex(RuntimeError, "dout contains NaN or Inf"):
+            torch.ops.flashcheck.attention_backward(q, k, v, o, lse, do_inf)
+        with self.assertRaisesRegex(RuntimeError, "v contains NaN or Inf"):
+            v16 = v.to(torch.float16)
+            v16[0, 0, 1, 0] = float("inf")
+            flashcheck.attention(q.to(torch.float16), k.to(torch.float16), v16)
         do = torch.randn_like(o)
         ddq = torch.randn_like(q)
         ddq[0, 0, 1, 2] = float("inf")
