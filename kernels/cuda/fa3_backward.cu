@@ -187,10 +187,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   const int k0 = blockIdx.x * kCtaRows, hk = blockIdx.y, b = blockIdx.z, group_size = s.heads_q / s.heads_kv;
   const bool causal = s.mask != CausalMask::none;
   const int offset = s.causal_offset();
-  // Query tiles that can see a key of this CTA: rows from k0 - offset on (causal), all otherwise.
-  const int q_tiles = (s.seq_q + kQueryRows - 1) / kQueryRows;
-  const int first_tile = causal ? min(q_tiles, max(0, k0 - offset) / kQueryRows) : 0;
-  const int per_head = q_tiles - first_tile, steps = per_head * group_size;
+  const RowTileWalk walk = row_tiles_seeing(s, k0, kQueryRows);
+  const int first_tile = walk.first_tile, per_head = walk.per_head, steps = walk.steps;
 
   if (threadIdx.x == 0) {
     mbarrier_init(&kv_full, 1);

@@ -62,6 +62,19 @@ __device__ inline int key_tiles(const AttentionShapeParams& s, int m0, int rows)
   return (key_end + kBlockN - 1) / kBlockN;
 }
 
+// The query tiles of `rows` a key-tiled backward CTA owning the keys from k0 walks: those that can see one of its
+// keys (rows from k0 - offset on under a causal mask, all otherwise), per_head of them for each query head of its GQA
+// group in turn, steps in all (cuda.fa3's dK/dV pass, Flash Hog's key pass).
+struct RowTileWalk {
+  int first_tile, per_head, steps;
+};
+__device__ inline RowTileWalk row_tiles_seeing(const AttentionShapeParams& s, int k0, int rows) {
+  const int q_tiles = (s.seq_q + rows - 1) / rows;
+  const int first_tile = s.mask != CausalMask::none ? min(q_tiles, max(0, k0 - s.causal_offset()) / rows) : 0;
+  const int per_head = q_tiles - first_tile;
+  return {first_tile, per_head, per_head * (s.heads_q / s.heads_kv)};
+}
+
 // S = Q K^T for the warpgroup's 64 rows and a tile of 128 keys: D / 16 k16 steps, 4 per 64-wide box of d. Issued and committed as one group; the caller waits for it.
 template <class T, int D>
 __device__ inline void issue_qk(float (&sc)[16][4], const unsigned char* sQ, const unsigned char* sK) {

@@ -1,7 +1,8 @@
 // Template instances and launches of the Flash Hog kernels (hog_kernels.cuh): D, then the query-tiled
 // statistics passes (dd, b; or both at once in the 2-pass variant), the query-tiled output pass (dQ',
 // ddO) and the key-tiled pass (dK', dV'), in order on one stream. Where hog_wgmma_supports says so (head
-// dim 64, TMA-readable operands), the passes after D run on wgmma (hog_wgmma.cu) instead of mma.sync.
+// dim 64, TMA-readable operands) and p.mma_sync_only does not forbid it, the passes after D run on wgmma
+// (hog_wgmma.cu) instead of mma.sync.
 #include "kernels/cuda/hog_kernels.hpp"
 
 #include "kernels/cuda/hog_kernels.cuh"

@@ -4,7 +4,8 @@
 // tiles of 64 rows; two consumer warpgroups of 64 rows each issue wgmma and do the elementwise work.
 //   - query passes (hog_wg_query_kernel): a CTA owns 128 query rows of one head; their Q, dO and ddQ stay in shared
 //     memory while the key tiles of 64 (K, V, ddK, ddV) stream through two stages. S = Q K^T, ddS / s = ddQ K^T +
-//     Q ddK^T, dP = dO V^T and X = dO ddV^T by m64n64k16 from shared memory (both operands K-major). kDd, kB and
+//     Q ddK^T, dP = dO V^T and X = dO ddV^T by m64n64k16 (the key tiles K-major B operands; the row tiles A operands,
+//     held in registers where they fit: load_fragments). kDd, kB and
 //     kBoth sum their rows; kOut adds dQ' / s += dS ddK + dS' K and ddO += P ddV + ddP V, with P, dS / s, dS' / s
 //     and ddP rounded to T as A fragments from registers and the key tiles as MN-major B operands.
 //   - the key pass (hog_wg_key_kernel): a CTA owns 128 keys of one kv head; their K, V, ddK and ddV stay while the
@@ -357,11 +358,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const int k0 = blockIdx.x * kCtaRows, hk = blockIdx.y, b = blockIdx.z, group_size = s.heads_q / s.heads_kv;
   const bool causal = s.mask != CausalMask::none;
   const int offset = s.causal_offset();
-  // The row tiles that can see a key of this CTA: rows from k0 - offset on (causal), all otherwise; each query head
-  // of the group in turn.
-  const int q_tiles = (s.seq_q + kTileRows - 1) / kTileRows;
-  const int first_tile = causal ? min(q_tiles, max(0, k0 - offset) / kTileRows) : 0;
-  const int per_head = q_tiles - first_tile, steps = per_head * group_size;
+  const RowTileWalk walk = row_tiles_seeing(s, k0, kTileRows);
+  const int first_tile = walk.first_tile, per_head = walk.per_head, steps = walk.steps;
   if (threadIdx.x == 0) {
     mbarrier_init(&keys_full, 1);
     // rows_full: the copying thread's arrival (with the tiles' bytes) and the 32 of the warp writing the statistics

@@ -93,6 +93,14 @@ def hvp_functional(q, k, v, dout, ddq, ddk, ddv, scale, causal):
     return vjp((ddq, ddk, ddv))
 
 
+def subject_of(mode):
+    """The records' subject: the mode's, with ".mma_sync" for the flashcheck modes when FLASHCHECK_HOG_MMA_SYNC is set
+    (their double backward then runs its mma.sync passes: the baseline of a same-run comparison)."""
+    if mode in HOG_MODES and os.environ.get("FLASHCHECK_HOG_MMA_SYNC") is not None:
+        return MODES[mode] + ".mma_sync"
+    return MODES[mode]
+
+
 def hog_functions(kernel, first_order, checked, causal):
     """(full HVP, double backward alone) through flashcheck's op with double_backward_kernel=kernel and
     kernel=first_order (the forward and backward), with the ops' input checks on or off."""
@@ -109,7 +117,7 @@ def hog_functions(kernel, first_order, checked, causal):
     saved = {}
 
     def double_backward(q, k, v, dout, ddq, ddk, ddv, scale, causal_):
-        key = (q.data_ptr(), k.data_ptr(), v.data_ptr())
+        key = (q.data_ptr(), k.data_ptr(), v.data_ptr(), q.shape)
         if saved.get("key") != key:  # o and lse of these inputs, once
             saved["key"], saved["o_lse"] = key, torch.ops.flashcheck.attention_forward(q, k, v, mask, scale, first_order, None)
         o, lse = saved["o_lse"]
@@ -177,7 +185,7 @@ def memory_exponent(points):
 
 def print_table(records):
     """Side by side: per (d, mask, N), each mode's median ms and peak MiB, and its speed against eager."""
-    subjects = [s for s in MODES.values() if any(r["subject"] == s for r in records)]
+    subjects = list(dict.fromkeys(r["subject"] for r in records))  # (in the order they ran)
     cells = {}
     for r in records:
         cells[(r["shape"]["d"], r["mask"], r["shape"]["N"], r["subject"])] = r["metrics"]
@@ -207,7 +215,7 @@ def print_table(records):
                 pts = [(n, m.get("peak_bytes")) for (dd, mk, n, ss), m in cells.items() if (dd, mk, ss) == (d, mask, s) and m["status"] == "ok"]
                 e = memory_exponent(sorted(pts))
                 if e is not None:
-                    print(f"memory exponent {s:15s} d={d:<3d} {mask:6s}: N^{e:.2f}")
+                    print(f"memory exponent {s:34s} d={d:<3d} {mask:6s}: N^{e:.2f}")
 
 
 def main(argv=None):
@@ -277,7 +285,7 @@ def main(argv=None):
                         x = [torch.randn(shape, generator=g, dtype=torch.float32).to(device=device, dtype=dtype) for _ in range(7)]
                         args = (*x, 1.0 / math.sqrt(d), causal)
                         # an experiment record of the report's schema (reports/flashcheck_report/records.py)
-                        record = {"schema": 1, "kind": "experiment", "experiment": "hvp-bench", "subject": MODES[mode],
+                        record = {"schema": 1, "kind": "experiment", "experiment": "hvp-bench", "subject": subject_of(mode),
                                   "device": device_name, "commit": os.environ.get("FLASHCHECK_COMMIT", "unknown"),
                                   "time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                                   "verdict": "measured", "dtype": a.dtype, "mask": mask, "torch": torch.__version__,

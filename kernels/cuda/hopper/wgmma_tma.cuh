@@ -185,7 +185,7 @@ __device__ inline void wgmma_m64n64k16_rs_tn(float (&d)[32], const std::uint32_t
   }
 }
 // The same with B K-major (trans-b = 0, wgmma_descriptor_sw128's tile): d (+)= A B^T of a 64 x 16 A from registers and
-// a 64-row [n][k] tile, e.g. S = Q K^T with Q's fragments held in registers (Flash Hog's statistics passes).
+// a 64-row [n][k] tile, e.g. S = Q K^T with Q's fragments held in registers (Flash Hog's wgmma passes).
 template <bool Fp16>
 __device__ inline void wgmma_m64n64k16_rs_nt(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t b, int accumulate) {
   if constexpr (Fp16) {

@@ -1,7 +1,7 @@
 // flag_nonfinite (nonfinite_scan.hpp): each tensor's flag says whether it holds a NaN or an Inf, wherever the value
-// sits (the first and the last 16-byte chunk, a row of the last head) and in either layout the ops pass ([B, H, N, D]
+// sits (the first and the last 16-byte chunk of memory, one inside) and in either layout the ops pass ([B, H, N, D]
 // contiguous, or [B, N, H, D] memory seen as [B, H, N, D]); finite extremes (the largest finite value, subnormals) are
-// not flagged; bad tensors are refused with an error.
+// not flagged; a tensor larger than one sweep of the grid is read to its end; bad tensors are refused with an error.
 #include <gtest/gtest.h>
 
 #include <cuda_bf16.h>
@@ -48,7 +48,7 @@ TEST(NonfiniteScan, FlagsExactlyTheTensorsHoldingNanOrInf) {
   REQUIRE_GPU();
   for (StorageType type : {StorageType::bf16, StorageType::fp16}) {
     for (bool bnhd : {false, true}) {
-      // tensor 0 clean with finite extremes; 1: NaN first; 2: +Inf last; 3: -Inf in the middle of a row of the last head
+      // tensor 0 clean with finite extremes; 1: NaN first; 2: +Inf last; 3: -Inf inside a row near the end of memory
       const float big = type == StorageType::fp16 ? 65504.f : 3.38e38f, tiny = type == StorageType::fp16 ? 6e-8f : 1e-40f;
       std::vector<std::uint16_t> host(4 * kCount);
       for (std::int64_t i = 0; i < 4 * kCount; ++i) host[i] = bits_of(i % 3 == 0 ? big : i % 3 == 1 ? -tiny : 0.5f, type);
@@ -66,9 +66,30 @@ TEST(NonfiniteScan, FlagsExactlyTheTensorsHoldingNanOrInf) {
       EXPECT_EQ(got[0], 0u) << "the clean tensor (largest finite value, subnormals)";
       EXPECT_NE(got[1], 0u) << "NaN in the first element";
       EXPECT_NE(got[2], 0u) << "+Inf in the last element";
-      EXPECT_NE(got[3], 0u) << "-Inf in a row of the last head";
+      EXPECT_NE(got[3], 0u) << "-Inf inside a row";
     }
   }
+}
+
+// [1, 16, 8192, 64]: 1 Mi 16-byte chunks, 15.5 sweeps of the 264 x 256 threads; a NaN in the very last element, and
+// a size-1 batch dimension whose stride is 0 (as PyTorch may give it).
+TEST(NonfiniteScan, ReadsATensorLargerThanOneSweepToItsEnd) {
+  REQUIRE_GPU();
+  constexpr int kHeads = 16, kRows = 8192;
+  constexpr std::int64_t kBig = std::int64_t{kHeads} * kRows * kD;
+  std::vector<std::uint16_t> host(kBig, bits_of(1.f, StorageType::bf16));
+  DeviceBuffer data(kBig * 2), flags(2 * sizeof(unsigned));
+  ASSERT_EQ(cudaMemcpy(data.p, host.data(), kBig * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemset(flags.p, 0, 2 * sizeof(unsigned)), cudaSuccess);
+  const ScanTensor clean{data.p, 0, std::int64_t{kRows} * kD, kD, 1, kHeads, kRows, kD};
+  flag_nonfinite(&clean, 1, StorageType::bf16, static_cast<unsigned*>(flags.p), nullptr);
+  host.back() = bits_of(std::numeric_limits<float>::quiet_NaN(), StorageType::bf16);
+  ASSERT_EQ(cudaMemcpy(data.p, host.data(), kBig * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  flag_nonfinite(&clean, 1, StorageType::bf16, static_cast<unsigned*>(flags.p) + 1, nullptr);
+  unsigned got[2];
+  ASSERT_EQ(cudaMemcpy(got, flags.p, sizeof(got), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(got[0], 0u);
+  EXPECT_NE(got[1], 0u) << "NaN in the last of 8 Mi elements";
 }
 
 TEST(NonfiniteScan, RefusesWhatItCannotRead) {

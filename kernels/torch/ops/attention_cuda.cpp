@@ -1,9 +1,9 @@
 // The attention ops on CUDA tensors: cuda.fa2's or cuda.fa3's forward and backward (fa2_kernels.hpp, fa3_kernels.hpp) and
 // Flash Hog's double backward, cuda.hog and cuda.hog.2pass (kernels/cuda/hog_kernels.hpp), run on
 // PyTorch's tensors in place, on the current stream of the tensors' device; their workspaces (D, dd, b:
-// O(N) floats) are PyTorch allocations, so torch.cuda's memory statistics count them. Inputs whose rows
-// are not 16-byte aligned (a stride that is not a multiple of 8 elements, or D not contiguous) are copied
-// to contiguous first. The policy must be the uniform one of q's dtype (bf16 or fp16), optionally with
+// O(N) floats) are PyTorch allocations, so torch.cuda's memory statistics count them. Inputs the kernels
+// cannot read in place (a base or stride that is not 16-byte aligned, D not contiguous, a broadcast dimension
+// of stride 0) are copied to fresh contiguous tensors first (kernel_ready). The policy must be the uniform one of q's dtype (bf16 or fp16), optionally with
 // stochastic rounding; fp32/fp64, other head dims and kernels with no CUDA version raise a clear error
 // naming what is missing.
 #include <c10/core/DeviceGuard.h>
@@ -66,13 +66,14 @@ cuda::StorageType require_first_order(const char* op, const Problem& p, c10::str
   return require_cuda_kernel(op, p, kernel, {"fa2", "fa3"}, "kernel=");
 }
 
-// t itself when the kernels can read it in place (unit stride along D, 16-byte aligned rows), else a
-// contiguous copy.
+// t itself when every kernel can read it in place (unit stride along D, a 16-byte aligned base, strides that are
+// multiples of 8 elements, none 0 where the dimension has more than one entry: TMA's tensor maps, cuda.fa3 and the
+// wgmma Hog passes, need positive strides), else a fresh contiguous copy. (clone, not contiguous(): contiguous()
+// returns t itself when PyTorch calls it contiguous, whatever its base's alignment or its size-1 dimensions' strides.)
 at::Tensor kernel_ready(const at::Tensor& t) {
-  const auto aligned = [](std::int64_t x) { return x % 8 == 0; };
-  const bool ok = t.stride(3) == 1 && aligned(t.stride(0)) && aligned(t.stride(1)) && aligned(t.stride(2)) &&
-                  reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0;
-  return ok ? t : t.contiguous();
+  bool ok = t.stride(3) == 1 && reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0;
+  for (int i = 0; i < 3; ++i) ok = ok && t.stride(i) % 8 == 0 && (t.stride(i) > 0 || t.size(i) == 1);
+  return ok ? t : t.clone(at::MemoryFormat::Contiguous);
 }
 cuda::Strided strided(const at::Tensor& t) { return {t.data_ptr(), t.stride(0), t.stride(1), t.stride(2)}; }
 
@@ -114,7 +115,7 @@ std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor& q, const at::T
   f.q = strided(qr), f.k = strided(kr), f.v = strided(vr), f.o = strided_out(o), f.lse = lse.data_ptr<float>();
   f.rounding = {p.policy.rounding == Rounding::stochastic, p.policy.seed}, f.o_stream = p.policy.stream(Role::o).stream;
   if (kernel == "fa3") {
-    // (kernel_ready's copies are TMA-readable: unit stride along D, 16-byte aligned base and strides)
+    // (kernel_ready's tensors are TMA-readable: unit stride along D, 16-byte aligned base and strides, none 0)
     TORCH_CHECK(cuda::fa3_supports(f), "flashcheck.", op, ": cuda.fa3 cannot describe these tensors to TMA");
     launch(op, [&] { cuda::fa3_forward(f, cuda::Fa3Schedule::ws_overlap_pingpong, current_stream(q)); });  // (cuda.fa3's auto)
   } else {

@@ -181,6 +181,25 @@ class AttentionCuda(unittest.TestCase):
                     scale = a.double().abs().max().item()
                     self.assertLessEqual((a.double() - b.cpu().double()).abs().max().item(), 4 * u * scale)
 
+    def test_views_the_kernels_cannot_read_in_place_are_copied(self):
+        # A broadcast dout (stride 0 along N: the gradient of o.mean(2)), an MQA k expanded over the heads (stride 0
+        # along H) and an unaligned base (an offset of one element): every kernel, cuda.fa3's TMA maps included, gets
+        # a fresh contiguous copy and the same values as from contiguous inputs.
+        for kernel in ("fa2", "fa3"):
+            with self.subTest(kernel=kernel):
+                q, k, v = (x.cuda().to(torch.bfloat16) for x in random_qkv(b=2, hq=4, hkv=1, nq=70, nk=131, d=64, dv=64, requires_grad=False))
+                k_mqa = k.expand(2, 4, 131, 64)
+                flat = torch.randn(1 + v.numel(), device="cuda").to(torch.bfloat16)
+                v_odd = flat[1:].view(2, 1, 131, 64).expand(2, 4, 131, 64)
+                o = flashcheck.attention(q, k_mqa, v_odd, kernel=kernel)
+                self.assertTrue(torch.equal(o, flashcheck.attention(q, k_mqa.contiguous(), v_odd.contiguous(), kernel=kernel)))
+                o_, lse = torch.ops.flashcheck.attention_forward(q, k_mqa, v_odd, "none", None, kernel, None)
+                dout = torch.randn(2, 4, 1, 64, device="cuda").to(torch.bfloat16).expand(2, 4, 70, 64)
+                grads = torch.ops.flashcheck.attention_backward(q, k_mqa, v_odd, o_, lse, dout, "none", None, kernel, None)
+                again = torch.ops.flashcheck.attention_backward(q, k_mqa.contiguous(), v_odd.contiguous(), o_, lse, dout.contiguous(), "none", None, kernel, None)
+                for a, b in zip(grads, again):
+                    self.assertTrue(torch.equal(a, b))
+
     def test_unsupported_cuda_calls_get_clear_errors(self):
         q, k, v = (x.cuda() for x in random_qkv(requires_grad=False, d=64, dv=64))
         with self.assertRaisesRegex(RuntimeError, "cuda.fa2 computes in bfloat16 or float16"):
