@@ -31,6 +31,10 @@ _KNOWN = {
     "fa4.emulated": "#98df8a",
     "hog": "#d62728",
     "hog.2pass": "#ff9896",
+    # whole HVPs with cuda.fa3's first order (kernels/torch/hvp_bench.py's .fa3 modes)
+    "fa3+cuda.hog": "#843c39",
+    "fa3+cuda.hog.2pass": "#ad494a",
+    "fa3+cuda.hog.2pass.unchecked": "#5254a3",
     "attnres": "#9467bd",
     "math": "#17becf",
     "sdpa.flash": "#e377c2",

@@ -50,6 +50,7 @@ def draw(records, out_dir):
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             plain_ticks(ax, [x_of(r) for r in cell])
+            ax.tick_params(axis="x", labelrotation=45)  # (16384 and 32768 sit close on a panel this wide)
             ax.set_xlabel("sequence length N")
             ax.set_ylabel(label)
             ax.set_title(f"{dtype}, d = {d}, {mask}", fontsize=10)
