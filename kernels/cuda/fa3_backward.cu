@@ -483,13 +483,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dq_kernel(const __grid_cons
 
 // --- launch --------------------------------------------------------------------------------------------------
 CUtensorMap map_of(const Strided& x, const BackwardParams& p, int heads, int rows, std::uint32_t box_rows) {
-  const AttentionShapeParams& s = p.shape;
-  const MapStrides m = strides_of(x, s.batch, heads, rows, s.head_dim);
-  if (!m.valid(8) || reinterpret_cast<std::uintptr_t>(x.data) % 16 != 0) {
+  if (!tma_readable16(x, p.shape.batch, heads, rows, p.shape.head_dim)) {
     throw std::runtime_error("cuda.fa3 backward: a 16-byte aligned base and strides that are multiples of 8 elements only");
   }
-  const Element16 element = p.type == StorageType::fp16 ? Element16::fp16 : Element16::bf16;
-  return make_tensor_map_sw128_bhnd(element, x.data, s.batch, heads, rows, s.head_dim, m.batch, m.head, m.row, box_rows);
+  return map_sw128(x, p.type, p.shape, heads, rows, box_rows);
 }
 
 template <class T, int D>

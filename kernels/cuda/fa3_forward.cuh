@@ -24,6 +24,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/attention_params.hpp"
+#include "kernels/cuda/hopper/tensor_map.hpp"
 #include "kernels/cuda/hopper/wgmma_tma.cuh"
 #include "kernels/cuda/output_store.cuh"
 #include "kernels/cuda/tile_primitives.cuh"
@@ -566,6 +567,18 @@ inline MapStrides strides_of(const Strided& x, int batch, int heads, int rows, i
   m.head = usable_stride(x.head, heads, m.row * rows);
   m.batch = usable_stride(x.batch, batch, m.head * heads);
   return m;
+}
+// Whether TMA can read x as a [B, heads, rows, dim] 16-bit tensor: a 16-byte aligned base, strides that are
+// multiples of 8 elements (every launcher of 16-bit tiles: cuda.fa3's forward and backward, Flash Hog's wgmma passes).
+inline bool tma_readable16(const Strided& x, int batch, int heads, int rows, int dim) {
+  return strides_of(x, batch, heads, rows, dim).valid(8) && reinterpret_cast<std::uintptr_t>(x.data) % 16 == 0;
+}
+// x's map with the 128-byte swizzle (make_tensor_map_sw128_bhnd): boxes of 64 along d x box_rows rows. x must be
+// tma_readable16.
+inline CUtensorMap map_sw128(const Strided& x, StorageType type, const AttentionShapeParams& s, int heads, int rows, std::uint32_t box_rows) {
+  const MapStrides m = strides_of(x, s.batch, heads, rows, s.head_dim);
+  const Element16 element = type == StorageType::fp16 ? Element16::fp16 : Element16::bf16;
+  return make_tensor_map_sw128_bhnd(element, x.data, s.batch, heads, rows, s.head_dim, m.batch, m.head, m.row, box_rows);
 }
 // The grid of cta_tile(): query tiles of `rows` in x, heads in y, batches in z.
 inline dim3 grid_of(const AttentionShapeParams& s, int rows, const char* family) {

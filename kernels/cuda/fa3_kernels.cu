@@ -106,10 +106,7 @@ __global__ void __launch_bounds__(128, 1) fa3_forward_one_group_kernel(const __g
 
 
 CUtensorMap map_of(const Strided& x, const ForwardParams& p, int heads, int rows, std::uint32_t box_rows) {
-  const AttentionShapeParams& s = p.shape;
-  const MapStrides m = strides_of(x, s.batch, heads, rows, s.head_dim);
-  const Element16 element = p.type == StorageType::fp16 ? Element16::fp16 : Element16::bf16;
-  return make_tensor_map_sw128_bhnd(element, x.data, s.batch, heads, rows, s.head_dim, m.batch, m.head, m.row, box_rows);
+  return map_sw128(x, p.type, p.shape, heads, rows, box_rows);
 }
 
 struct Maps {
@@ -195,7 +192,7 @@ bool fa3_supports(const ForwardParams& p) {
   const std::pair<const Strided*, int> tensors[] = {{&p.q, s.heads_q}, {&p.k, s.heads_kv}, {&p.v, s.heads_kv}};
   for (const auto& [x, heads] : tensors) {
     const int rows = x == &p.q ? s.seq_q : s.seq_k;
-    if (!strides_of(*x, s.batch, heads, rows, s.head_dim).valid(8) || reinterpret_cast<std::uintptr_t>(x->data) % 16 != 0) return false;
+    if (!tma_readable16(*x, s.batch, heads, rows, s.head_dim)) return false;
   }
   return true;
 }

@@ -18,16 +18,7 @@ namespace {
 
 using namespace hog_wg;
 
-bool tma_readable(const Strided& x, int batch, int heads, int rows, int dim) {
-  return fa3::strides_of(x, batch, heads, rows, dim).valid(8) && reinterpret_cast<std::uintptr_t>(x.data) % 16 == 0;
-}
-
-CUtensorMap map_of(const Strided& x, const HogParams& p, int heads, int rows) {
-  const AttentionShapeParams& s = p.shape;
-  const fa3::MapStrides m = fa3::strides_of(x, s.batch, heads, rows, s.head_dim);
-  const Element16 element = p.type == StorageType::fp16 ? Element16::fp16 : Element16::bf16;
-  return make_tensor_map_sw128_bhnd(element, x.data, s.batch, heads, rows, s.head_dim, m.batch, m.head, m.row, kTileRows);
-}
+CUtensorMap map_of(const Strided& x, const HogParams& p, int heads, int rows) { return fa3::map_sw128(x, p.type, p.shape, heads, rows, kTileRows); }
 
 struct Maps {
   CUtensorMap q, k, v, dout, ddq, ddk, ddv;
@@ -71,10 +62,10 @@ bool hog_wgmma_supports(const HogParams& p) {
   const AttentionShapeParams& s = p.shape;
   if (s.head_dim != 64 || s.heads_q > 65535 || s.batch > 65535) return false;
   for (const Strided* x : {&p.q, &p.dout, &p.ddq}) {
-    if (!tma_readable(*x, s.batch, s.heads_q, s.seq_q, s.head_dim)) return false;
+    if (!fa3::tma_readable16(*x, s.batch, s.heads_q, s.seq_q, s.head_dim)) return false;
   }
   for (const Strided* x : {&p.k, &p.v, &p.ddk, &p.ddv}) {
-    if (!tma_readable(*x, s.batch, s.heads_kv, s.seq_k, s.head_dim)) return false;
+    if (!fa3::tma_readable16(*x, s.batch, s.heads_kv, s.seq_k, s.head_dim)) return false;
   }
   return true;
 }
