@@ -21,8 +21,9 @@ struct ScanTensor {
 
 constexpr int kMaxScanTensors = 8;
 
-// flags[i] (device memory, zeroed by the caller) becomes nonzero where tensors[i] holds a NaN or an Inf; count <=
-// kMaxScanTensors, every tensor of `type`. Throws std::runtime_error on a launch error or a tensor outside the contract.
+// flags[i] (device memory, or mapped pinned host memory through its device pointer; zeroed by the caller) becomes
+// nonzero where tensors[i] holds a NaN or an Inf; count <= kMaxScanTensors, every tensor of `type`. Throws
+// std::runtime_error on a launch error or a tensor outside the contract.
 void flag_nonfinite(const ScanTensor* tensors, int count, StorageType type, unsigned* flags, cudaStream_t stream);
 
 }  // namespace fc::kernels::cuda

@@ -1,7 +1,8 @@
 // flag_nonfinite (nonfinite_scan.hpp): each tensor's flag says whether it holds a NaN or an Inf, wherever the value
 // sits (the first and the last 16-byte chunk of memory, one inside) and in either layout the ops pass ([B, H, N, D]
 // contiguous, or [B, N, H, D] memory seen as [B, H, N, D]); finite extremes (the largest finite value, subnormals) are
-// not flagged; a tensor larger than one sweep of the grid is read to its end; bad tensors are refused with an error.
+// not flagged; a tensor larger than one sweep of the grid is read to its end; flags may sit in mapped pinned host
+// memory; bad tensors are refused with an error.
 #include <gtest/gtest.h>
 
 #include <cuda_bf16.h>
@@ -90,6 +91,28 @@ TEST(NonfiniteScan, ReadsATensorLargerThanOneSweepToItsEnd) {
   ASSERT_EQ(cudaMemcpy(got, flags.p, sizeof(got), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(got[0], 0u);
   EXPECT_NE(got[1], 0u) << "NaN in the last of 8 Mi elements";
+}
+
+// The PyTorch ops give the pass mapped pinned host memory for its flags (attention_cuda.cpp: no memset and no copy in
+// the stream); the host reads them after the pass, with no copy.
+TEST(NonfiniteScan, WritesItsFlagsIntoMappedPinnedHostMemory) {
+  REQUIRE_GPU();
+  std::vector<std::uint16_t> host(2 * kCount, bits_of(0.25f, StorageType::fp16));
+  host[kCount + 3 * kD] = bits_of(std::numeric_limits<float>::quiet_NaN(), StorageType::fp16);
+  DeviceBuffer data(host.size() * 2);
+  ASSERT_EQ(cudaMemcpy(data.p, host.data(), host.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  unsigned* flags = nullptr;
+  ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&flags), 2 * sizeof(unsigned), cudaHostAllocMapped), cudaSuccess);
+  flags[0] = flags[1] = 0;
+  void* on_device = nullptr;
+  ASSERT_EQ(cudaHostGetDevicePointer(&on_device, flags, 0), cudaSuccess);
+  const auto* base = static_cast<const std::uint16_t*>(data.p);
+  const ScanTensor tensors[2] = {view(base, false), view(base + kCount, false)};
+  flag_nonfinite(tensors, 2, StorageType::fp16, static_cast<unsigned*>(on_device), nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(flags[0], 0u) << "the clean tensor";
+  EXPECT_NE(flags[1], 0u) << "the tensor with a NaN";
+  cudaFreeHost(flags);
 }
 
 TEST(NonfiniteScan, RefusesWhatItCannotRead) {
