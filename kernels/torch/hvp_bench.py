@@ -19,6 +19,8 @@ Modes (subjects in the records):
   hog.2pass cuda.hog.2pass deterministic backward, then Flash Hog's double backward (3 or 2 statistics passes)
   hog.fa3, hog.2pass.fa3   the same with cuda.fa3's forward and deterministic (two-pass) backward (kernel="fa3"),
            cuda.fa3+cuda.hog, cuda.fa3+cuda.hog.2pass
+  hog.2pass.fa3.fused      cuda.fa3.fused+cuda.hog.2pass: cuda.fa3's fused one-pass backward instead (kernel="fa3.fused":
+           dQ summed by fp32 reductions, not the same bits from run to run)
   hog.2pass.fa3.unchecked  cuda.fa3+cuda.hog.2pass.unchecked: the same with the ops' NaN/Inf input checks off
            (flashcheck.input_checks(False)), as PyTorch's own ops run: each checked op reads its inputs once more
            and waits for the device to read the flags
@@ -51,10 +53,11 @@ import torch
 
 MODES = {"eager": "torch.eager", "compile": "torch.compile", "hog": "cuda.hog", "hog.2pass": "cuda.hog.2pass",
          "hog.fa3": "cuda.fa3+cuda.hog", "hog.2pass.fa3": "cuda.fa3+cuda.hog.2pass",
-         "hog.2pass.fa3.unchecked": "cuda.fa3+cuda.hog.2pass.unchecked"}
+         "hog.2pass.fa3.fused": "cuda.fa3.fused+cuda.hog.2pass", "hog.2pass.fa3.unchecked": "cuda.fa3+cuda.hog.2pass.unchecked"}
 # The flashcheck modes: (double_backward_kernel, kernel) of flashcheck.attention, and whether the input checks run.
 HOG_MODES = {"hog": ("hog", "fa2", True), "hog.2pass": ("hog.2pass", "fa2", True), "hog.fa3": ("hog", "fa3", True),
-             "hog.2pass.fa3": ("hog.2pass", "fa3", True), "hog.2pass.fa3.unchecked": ("hog.2pass", "fa3", False)}
+             "hog.2pass.fa3": ("hog.2pass", "fa3", True), "hog.2pass.fa3.fused": ("hog.2pass", "fa3.fused", True),
+             "hog.2pass.fa3.unchecked": ("hog.2pass", "fa3", False)}
 
 # Matrix products of N x N x d (2 N^2 d FLOPs each per head, half under a causal mask) that flashcheck's
 # kernels perform: forward S and PV (2); cuda.fa2's (and cuda.fa3's two-pass) deterministic backward, dK/dV
@@ -62,6 +65,7 @@ HOG_MODES = {"hog": ("hog", "fa2", True), "hog.2pass": ("hog.2pass", "fa2", True
 # ddS (two products) and X = dO ddV^T (5), the dd-only pass S and ddS (3), the query output pass those 5
 # and dQ' (2) and ddO (2), the key pass those 5 and dK' (2) and dV' (1).
 FWD_PRODUCTS, BWD_PRODUCTS = 2, 7
+BWD_PRODUCTS_OF = {"fa3.fused": 5}  # cuda.fa3's fused backward: S, dP, dV, dK and dQ once each
 HOG_PRODUCTS = {"hog": 3 + 5 + 9 + 8, "hog.2pass": 5 + 9 + 8}
 
 
@@ -299,7 +303,7 @@ def main(argv=None):
                                 per_product = 2.0 * n * n * d * a.heads * (0.5 if causal else 1.0)
                                 db_ms, db_times, _, _ = measure(double_backward, args, device, a.warmup, a.repeats, a.long_ms)
                                 db_products = HOG_PRODUCTS[HOG_MODES[mode][0]]
-                                products = FWD_PRODUCTS + BWD_PRODUCTS + db_products
+                                products = FWD_PRODUCTS + BWD_PRODUCTS_OF.get(HOG_MODES[mode][1], BWD_PRODUCTS) + db_products
                                 record["metrics"].update({
                                     "products": products, "flops": products * per_product,
                                     "tflops": products * per_product / (ms * 1e-3) / 1e12,

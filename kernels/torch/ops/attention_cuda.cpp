@@ -63,10 +63,12 @@ cuda::StorageType require_cuda_kernel(const char* op, const Problem& p, c10::str
   return t == Format::bf16 ? cuda::StorageType::bf16 : cuda::StorageType::fp16;
 }
 // The first-order kernels: cuda.fa2, or cuda.fa3 (wgmma and TMA; this library's device code is sm_90a, so every GPU
-// that runs it runs cuda.fa3).
+// that runs it runs cuda.fa3) with its deterministic two-pass backward ("fa3") or its fused one ("fa3.fused": dQ's
+// partials summed by fp32 reductions into a [B, Hq, Nq, D] float workspace, so not the same bits from run to run).
 cuda::StorageType require_first_order(const char* op, const Problem& p, c10::string_view kernel) {
-  return require_cuda_kernel(op, p, kernel, {"fa2", "fa3"}, "kernel=");
+  return require_cuda_kernel(op, p, kernel, {"fa2", "fa3", "fa3.fused"}, "kernel=");
 }
+bool is_fa3(c10::string_view kernel) { return kernel == "fa3" || kernel == "fa3.fused"; }
 
 // t itself when every kernel can read it in place (unit stride along D, a 16-byte aligned base, strides that are
 // multiples of 8 elements, none 0 where the dimension has more than one entry: TMA's tensor maps, cuda.fa3 and the
@@ -166,7 +168,7 @@ std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor& q, const at::T
   f.shape = cuda::shape_params(p.shape, p.mask, p.scale), f.type = type;
   f.q = strided(qr), f.k = strided(kr), f.v = strided(vr), f.o = strided_out(o), f.lse = lse.data_ptr<float>();
   f.rounding = {p.policy.rounding == Rounding::stochastic, p.policy.seed}, f.o_stream = p.policy.stream(Role::o).stream;
-  if (kernel == "fa3") {
+  if (is_fa3(kernel)) {
     // (kernel_ready's tensors are TMA-readable: unit stride along D, 16-byte aligned base and strides, none 0)
     TORCH_CHECK(cuda::fa3_supports(f), "flashcheck.", op, ": cuda.fa3 cannot describe these tensors to TMA");
     launch(op, [&] { cuda::fa3_forward(f, cuda::Fa3Schedule::ws_overlap_pingpong, current_stream(q)); });  // (cuda.fa3's auto)
@@ -197,8 +199,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor& q
   b.lse = l.data_ptr<float>(), b.delta = delta.data_ptr<float>();
   b.dq = strided_out(dq), b.dk = strided_out(dk), b.dv = strided_out(dv);
   b.rounding = {p.policy.rounding == Rounding::stochastic, p.policy.seed}, b.grad_stream = p.policy.stream(Role::grad).stream;
-  if (kernel == "fa3") {
-    b.deterministic = true;  // the two-pass form: no atomics, the same bits every run (as cuda.fa2's backward)
+  at::Tensor dq_accum;  // fa3.fused: the fp32 sum of dQ's partials (zeroed by the backward's D pass)
+  if (is_fa3(kernel)) {
+    // fa3: the two-pass form, no atomics, the same bits every run (as cuda.fa2's backward); fa3.fused: FA3's one pass
+    b.deterministic = kernel == "fa3";
+    if (!b.deterministic) {
+      dq_accum = at::empty(q.sizes(), q.options().dtype(at::kFloat));  // (contiguous [B, Hq, Nq, D]: its TMA map's layout)
+      b.dq_accum = dq_accum.data_ptr<float>();
+    }
     launch(op, [&] { cuda::fa3_backward(b, current_stream(q)); });
   } else {
     launch(op, [&] { cuda::fa2_backward(b, current_stream(q)); });

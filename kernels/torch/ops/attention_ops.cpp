@@ -4,7 +4,7 @@
 //   attention_double_backward(q, k, v, o, lse, dout, ddq?, ddk?, ddv?, ...) -> (dq2, dk2, dv2, ddo)
 //   attention(q, k, v, ...)                              -> o, differentiable twice (attention_autograd.cpp)
 // Tensors are [B, H, N, D] (SDPA's layout), any strides on the CPU. `kernel` names the backend's
-// variant: forward and backward "fa2" (also "fa3"; on the CPU "fa1", "fa4", "naive"), double backward "hog" (also
+// variant: forward and backward "fa2" (also "fa3", "fa3.fused"; on the CPU "fa1", "fa4", "naive"), double backward "hog" (also
 // "hog.2pass"; on the CPU "naive"); CPU tensors run cpu.<kernel>, CUDA tensors cuda.<kernel>. `policy` is a
 // flashcheck policy text ("bf16,round=sr,seed=7"); by default the uniform policy of q's dtype.
 #include <torch/library.h>
@@ -62,8 +62,12 @@ AttentionCall call_of(const Problem& p) {
   return c;
 }
 
+// "fa3.fused" is cuda.fa3 with its fused backward on CUDA tensors; on the CPU it is cpu.fa3, whose one backward
+// has the rounding points of both CUDA forms (they differ in the order dQ's partials are summed).
 std::string subject_for(const at::Tensor& q, c10::string_view kernel) {
-  return (q.is_cuda() ? "cuda." : "cpu.") + std::string(kernel.data(), kernel.size());
+  const std::string name(kernel.data(), kernel.size());
+  if (!q.is_cuda() && name == "fa3.fused") return "cpu.fa3";
+  return (q.is_cuda() ? "cuda." : "cpu.") + name;
 }
 
 std::tuple<at::Tensor, at::Tensor> forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c10::string_view mask,

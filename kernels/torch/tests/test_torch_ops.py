@@ -94,6 +94,16 @@ class AttentionAutograd(unittest.TestCase):
         for a, b in zip(ours, reference):
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
+    def test_fa3_fused_is_cpu_fa3_on_the_cpu(self):
+        # kernel="fa3.fused" is cuda.fa3's fused backward on CUDA tensors; the CPU twin has one backward, cpu.fa3's
+        q, k, v = random_qkv(b=1, hq=2, hkv=1, nq=9, nk=13, d=16, dv=16, dtype=torch.float32)
+        results = []
+        for kernel in ("fa3", "fa3.fused"):
+            o = flashcheck.attention(q, k, v, causal=True, kernel=kernel)
+            results.append((o,) + torch.autograd.grad(o, (q, k, v), torch.ones_like(o)))
+        for a, b in zip(*results):
+            self.assertTrue(torch.equal(a, b))
+
     def test_strided_inputs_give_the_contiguous_result(self):
         # [B, N, H, D] memory seen as [B, H, N, D]: the CPU backends read any strides.
         q0 = torch.randn(2, 6, 3, 8, dtype=torch.float32)
@@ -163,7 +173,8 @@ class AttentionCuda(unittest.TestCase):
 
     def test_forward_and_gradients_match_the_cpu_op(self):
         formats = ((torch.bfloat16, 2.0 ** -8), (torch.float16, 2.0 ** -11))
-        for (dtype, u), causal, kernel in itertools.product(formats, (False, True), ("fa2", "fa3")):
+        # fa3.fused: dQ summed by fp32 reductions in whatever order they land, within the same bound
+        for (dtype, u), causal, kernel in itertools.product(formats, (False, True), ("fa2", "fa3", "fa3.fused")):
             with self.subTest(dtype=dtype, causal=causal, kernel=kernel):
                 q, k, v = random_qkv(b=2, hq=4, hkv=2, nq=70, nk=131, d=64, dv=64, dtype=dtype)
                 # [B, N, H, D] memory seen as [B, H, N, D]: the kernels read these strides in place
@@ -244,9 +255,10 @@ class AttentionCuda(unittest.TestCase):
         # so the bound is 16u of the tensor's largest entry: 2u per flipped operand, a factor 2 for the two
         # products, and up to 4 for the cancellation between them (the harness's elementwise bound,
         # kernels/cuda/tests, is the tight one; this checks the op's wiring: strides, GQA, masks, tails).
-        # kernel="fa3": cuda.fa3's forward and deterministic backward first (cpu.fa3 on the CPU), as hvp_bench.py's .fa3 modes.
+        # kernel="fa3": cuda.fa3's forward and deterministic backward first (cpu.fa3 on the CPU), as hvp_bench.py's .fa3 modes;
+        # "fa3.fused" its fused backward (cpu.fa3 on the CPU too).
         for dtype, u in ((torch.bfloat16, 2.0 ** -8), (torch.float16, 2.0 ** -11)):
-            for hog, kernel in (("hog", "fa2"), ("hog.2pass", "fa2"), ("hog.2pass", "fa3")):
+            for hog, kernel in (("hog", "fa2"), ("hog.2pass", "fa2"), ("hog.2pass", "fa3"), ("hog.2pass", "fa3.fused")):
                 for mask in ("none", "causal_tl", "causal_br"):
                     with self.subTest(dtype=dtype, double_backward_kernel=hog, kernel=kernel, mask=mask):
                         q, k, v = random_qkv(b=2, hq=4, hkv=2, nq=70, nk=131, d=64, dv=64, dtype=dtype)

@@ -39,7 +39,9 @@ def attention(q, k, v, causal=False, scale=None, causal_alignment="top_left", ke
 
     causal_alignment: "top_left" (query i sees keys j <= i; PyTorch SDPA's is_causal) or
     "bottom_right" (j <= i + Nk - Nq; FlashAttention >= 2.1). scale defaults to 1/sqrt(D).
-    kernel picks the forward/backward backend (fa2 or fa3; on CPU tensors also fa1, fa4, naive),
+    kernel picks the forward/backward backend (fa2, fa3 or fa3.fused; on CPU tensors also fa1, fa4, naive;
+    fa3 is cuda.fa3 with its deterministic two-pass backward, fa3.fused with FA3's one-pass backward, whose dQ
+    is summed by fp32 reductions: faster, not the same bits from run to run; cpu.fa3 for both on the CPU),
     double_backward_kernel the second-order one (hog, hog.2pass; on CPU tensors also naive); policy is a flashcheck precision policy text
     ("bf16,round=sr,seed=7"), by default the uniform policy of q's dtype. GQA: q may have a multiple
     of k's and v's heads.
