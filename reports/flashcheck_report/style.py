@@ -35,7 +35,7 @@ _KNOWN = {
     "fa3+cuda.hog": "#843c39",
     "fa3+cuda.hog.2pass": "#ad494a",
     "fa3+cuda.hog.2pass.unchecked": "#5254a3",
-    "fa3.fused+cuda.hog.2pass": "#e7969c",
+    "fa3.fused+cuda.hog.2pass": "#7b4173",
     "attnres": "#9467bd",
     "math": "#17becf",
     "sdpa.flash": "#e377c2",
