@@ -19,7 +19,6 @@
 #include <cstdlib>
 #include <initializer_list>
 #include <stdexcept>
-#include <utility>
 #include <vector>
 
 #include "kernels/cuda/fa2_kernels.hpp"
@@ -106,11 +105,16 @@ class PendingFiniteCheck {
     launch(op, [&] {
       void* on_device = nullptr;  // (the same address under unified addressing; asked, not assumed)
       throw_on(cudaHostGetDevicePointer(&on_device, flags_.data_ptr(), 0), "mapping the flags' pinned memory");
-      cuda::flag_nonfinite(list.data(), static_cast<int>(list.size()), type, static_cast<unsigned*>(on_device), stream);
       const cudaEvent_t done = scanned_event(first.get_device());
-      const cudaError_t recorded = cudaEventRecord(done, stream);
-      if (recorded != cudaSuccess) cudaStreamSynchronize(stream);  // (no event to wait for: the pass must end before flags_ goes)
-      throw_on(recorded, "recording the pass's end");
+      try {
+        cuda::flag_nonfinite(list.data(), static_cast<int>(list.size()), type, static_cast<unsigned*>(on_device), stream);
+        throw_on(cudaEventRecord(done, stream), "recording the pass's end");
+      } catch (...) {
+        // (the pass may be queued with no event recorded behind it, and the destructor does not run for a
+        // constructor that throws: it must end before flags_ returns to the cache)
+        cudaStreamSynchronize(stream);
+        throw;
+      }
       scanned_ = done;
     });
   }
@@ -126,7 +130,10 @@ class PendingFiniteCheck {
   // or an Inf.
   void finish() {
     if (scanned_ == nullptr) return;
-    launch(op_, [&] { throw_on(cudaEventSynchronize(std::exchange(scanned_, nullptr)), "waiting for the flags"); });
+    launch(op_, [&] {
+      throw_on(cudaEventSynchronize(scanned_), "waiting for the flags");
+      scanned_ = nullptr;
+    });
     const int* bad = flags_.data_ptr<int>();
     for (std::size_t i = 0; i < names_.size(); ++i) TORCH_CHECK(bad[i] == 0, "flashcheck.", op_, ": ", names_[i], " contains NaN or Inf");
   }

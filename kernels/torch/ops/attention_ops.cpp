@@ -62,12 +62,14 @@ AttentionCall call_of(const Problem& p) {
   return c;
 }
 
-// "fa3.fused" is cuda.fa3 with its fused backward on CUDA tensors; on the CPU it is cpu.fa3, whose one backward
-// has the rounding points of both CUDA forms (they differ in the order dQ's partials are summed).
 std::string subject_for(const at::Tensor& q, c10::string_view kernel) {
-  const std::string name(kernel.data(), kernel.size());
-  if (!q.is_cuda() && name == "fa3.fused") return "cpu.fa3";
-  return (q.is_cuda() ? "cuda." : "cpu.") + name;
+  return (q.is_cuda() ? "cuda." : "cpu.") + std::string(kernel.data(), kernel.size());
+}
+// The forward's and backward's: "fa3.fused" is cuda.fa3 with its fused backward on CUDA tensors; on the CPU it is
+// cpu.fa3, whose one backward has the rounding points of both CUDA forms (they differ in the order dQ's partials
+// are summed).
+std::string first_order_subject_for(const at::Tensor& q, c10::string_view kernel) {
+  return !q.is_cuda() && kernel == "fa3.fused" ? "cpu.fa3" : subject_for(q, kernel);
 }
 
 std::tuple<at::Tensor, at::Tensor> forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c10::string_view mask,
@@ -79,7 +81,7 @@ std::tuple<at::Tensor, at::Tensor> forward_cpu(const at::Tensor& q, const at::Te
   at::Tensor lse = empty_like_shape(q, {s.batch, s.heads_q, s.seq_q}, p.policy.format(Role::stats));
   AttentionCall c = call_of(p);
   c.q = view_of(q), c.k = view_of(k), c.v = view_of(v), c.out_o = view_of(o), c.out_lse = view_with_trailing_unit(lse);
-  run_subject("attention_forward", subject_for(q, kernel), [&](Subject& subject) {
+  run_subject("attention_forward", first_order_subject_for(q, kernel), [&](Subject& subject) {
     if (!subject.info().returns_lse) throw SubjectError(subject.info().name + " does not return the log-sum-exp the backward needs");
     subject.run(Op::fwd, c);
   });
@@ -97,7 +99,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cpu(const at::Tensor& q,
   AttentionCall c = call_of(p);
   c.q = view_of(q), c.k = view_of(k), c.v = view_of(v), c.o = view_of(o), c.lse = view_with_trailing_unit(lse), c.dout = view_of(dout);
   c.dq = view_of(dq), c.dk = view_of(dk), c.dv = view_of(dv);
-  run_subject("attention_backward", subject_for(q, kernel), [&](Subject& subject) { subject.run(Op::bwd, c); });
+  run_subject("attention_backward", first_order_subject_for(q, kernel), [&](Subject& subject) { subject.run(Op::bwd, c); });
   return {dq, dk, dv};
 }
 

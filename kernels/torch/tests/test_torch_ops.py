@@ -224,11 +224,20 @@ class AttentionCuda(unittest.TestCase):
         (dq,) = torch.autograd.grad(flashcheck.attention(qg, k, v, double_backward_kernel="naive").sum(), qg, create_graph=True)
         with self.assertRaisesRegex(RuntimeError, "no CUDA kernel cuda.naive"):
             torch.autograd.grad(dq.sum(), qg)
-        # NaN / Inf anywhere in an input, in either 16-bit format, named (one device pass over the inputs)
+        # NaN / Inf anywhere in an input, in either 16-bit format, named (one device pass over the inputs; the op's
+        # kernel is launched before the flags are read, so every first-order kernel runs on the NaN first)
         k_nan = k.clone()
         k_nan[0, 0, 3, 5] = float("nan")
         with self.assertRaisesRegex(RuntimeError, "k contains NaN or Inf"):
             flashcheck.attention(q, k_nan, v)
+        for kernel in ("fa3", "fa3.fused"):
+            with self.assertRaisesRegex(RuntimeError, "k contains NaN or Inf"):
+                flashcheck.attention(q, k_nan, v, kernel=kernel)
+            o3, lse3 = torch.ops.flashcheck.attention_forward(q, k, v, "none", None, kernel, None)
+            do_nan = torch.randn_like(o3)
+            do_nan[0, 1, 2, 3] = float("nan")
+            with self.assertRaisesRegex(RuntimeError, "dout contains NaN or Inf"):
+                torch.ops.flashcheck.attention_backward(q, k, v, o3, lse3, do_nan, "none", None, kernel, None)
         o, lse = torch.ops.flashcheck.attention_forward(q, k, v)
         do_inf = torch.randn_like(o)
         do_inf[-1, -1, -1, -1] = float("-inf")
@@ -241,8 +250,11 @@ class AttentionCuda(unittest.TestCase):
         do = torch.randn_like(o)
         ddq = torch.randn_like(q)
         ddq[0, 0, 1, 2] = float("inf")
-        with self.assertRaisesRegex(RuntimeError, "ddq"):
-            torch.ops.flashcheck.attention_double_backward(q, k, v, o, lse, do, ddq, None, None)
+        for hog in ("hog", "hog.2pass"):
+            with self.assertRaisesRegex(RuntimeError, "ddq contains NaN or Inf"):
+                torch.ops.flashcheck.attention_double_backward(q, k, v, o, lse, do, ddq, None, None, "none", None, hog, None)
+        # and the op still works after the errors (the flags' pinned buffers went back to the cache after the pass)
+        self.assertTrue(torch.isfinite(flashcheck.attention(q, k, v, kernel="fa3")).all())
         with self.assertRaisesRegex(RuntimeError, "ddk"):
             torch.ops.flashcheck.attention_double_backward(q, k, v, o, lse, do, None, k[:, :, :1], None)
 
