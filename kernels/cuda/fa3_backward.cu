@@ -288,8 +288,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
       p_transposed<false>(st, l2, scale2, q0, key_row0, t, s.seq_k, causal, offset);
     }
     std::uint32_t pa[4][4], dsa[4][4];  // P^T and dS^T as A fragments: k16 step kk over queries 16 kk ..
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) a_from_c<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
+    a_fragments<T>(pa, st);
     const std::uint64_t g_desc = wgmma_descriptor_sw128_mn(sGe, kQBox), q_desc = wgmma_descriptor_sw128_mn(sQe, kQBox);
     wgmma_fence();
     mma_rs_mn_b<T, D, 4>(dv, pa, g_desc);  // over the step's 64 queries: P^T's fragments, dO's tile
@@ -304,8 +303,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
         for (int r = 0; r < 2; ++r) dpt[nb][2 * r + c] = st[nb][2 * r + c] * (dpt[nb][2 * r + c] - dd);
       }
     }
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) a_from_c<T>(dsa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
+    a_fragments<T>(dsa, dpt);
     if constexpr (FusedDq) {
       // dS^T(e) to its buffer (once both groups' dQ(e - 2) products have read it), then dQ's partial of the step
       // before, dS(e - 1) K: a step late, so that the groups need not meet at the same point of every step (with a
@@ -462,7 +460,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dq_kernel(const __grid_cons
       }
     }
     std::uint32_t dsa[8][4];
-    p_fragments<T>(dsa, dp);  // dS rounded to T
+    a_fragments<T>(dsa, dp);  // dS rounded to T
     issue_pv<T, D>(dq, dsa, sKj);  // dQ += dS K: K's tile as the MN-major B (the forward's V form)
     wgmma_wait<0>();
     if (releaser) mbarrier_arrive(&k_empty[stage]);

@@ -89,11 +89,19 @@ __device__ inline void issue_qk(float (&sc)[16][4], const unsigned char* sQ, con
   wgmma_commit();
 }
 
-// P rounded to T's A fragments: k16 step kk from the two adjacent n8 blocks 2 kk and 2 kk + 1 of S.
-template <class T>
-__device__ inline void p_fragments(std::uint32_t (&pa)[8][4], const float (&sc)[16][4]) {
+// An accumulator of 2 Steps n8 blocks (P, dS, ...) rounded to T as A fragments over its columns: k16 step kk from
+// the two adjacent n8 blocks 2 kk and 2 kk + 1 (8 steps for the forward's 128 keys, 4 for a 64-wide tile).
+template <class T, int Steps>
+__device__ inline void a_fragments(std::uint32_t (&a)[Steps][4], const float (&c)[2 * Steps][4]) {
 #pragma unroll
-  for (int kk = 0; kk < 8; ++kk) a_from_c<T>(pa[kk], sc[2 * kk], sc[2 * kk + 1]);
+  for (int kk = 0; kk < Steps; ++kk) a_from_c<T>(a[kk], c[2 * kk], c[2 * kk + 1]);
+}
+
+// The 64-row tile at (row0, h, b) of a [B, H, N, D] 16-bit tensor map into dst, completing on bar: D / 64 boxes of
+// kQBox (a warpgroup's Q here; any 64-row tile in Flash Hog's passes, hog_wgmma.cuh).
+template <class T, int D>
+__device__ inline void load_rows64(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) {
+  for (int half = 0; half < Tiles<T, D>::kHalves; ++half) tma_load_4d(dst + half * kQBox, map, bar, 64 * half, row0, h, b);
 }
 
 // acc += A B over Steps k16 steps, n = D: A as Steps fragments from registers, B an MN-major tile by its
@@ -298,14 +306,14 @@ struct Wide16Ops {
   static constexpr bool kBlockScales = false;
   // Q's rows row0 .. row0 + 63 of head h; K's and V's keys key0 .. key0 + 127 of kv head hk: D / 64 boxes each.
   __device__ static void load_q(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) {
-    for (int half = 0; half < Tiles<T, D>::kHalves; ++half) tma_load_4d(dst + half * kQBox, map, bar, 64 * half, row0, h, b);
+    load_rows64<T, D>(dst, map, bar, row0, h, b);
   }
   __device__ static void load_k(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) {
     for (int half = 0; half < Tiles<T, D>::kHalves; ++half) tma_load_4d(dst + half * kKVBox, map, bar, 64 * half, key0, hk, b);
   }
   __device__ static void load_v(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) { load_k(dst, map, bar, key0, hk, b); }
   __device__ static void qk(float (&sc)[16][4], const unsigned char* sQ, const unsigned char* sK) { issue_qk<T, D>(sc, sQ, sK); }
-  __device__ static void pack(std::uint32_t (&pa)[kPaSteps][4], const float (&sc)[16][4]) { p_fragments<T>(pa, sc); }
+  __device__ static void pack(std::uint32_t (&pa)[kPaSteps][4], const float (&sc)[16][4]) { a_fragments<T>(pa, sc); }
   __device__ static void pv(float (&o)[D / 8][4], const std::uint32_t (&pa)[kPaSteps][4], const unsigned char* sV) { issue_pv<T, D>(o, pa, sV); }
 };
 

@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(128, 1) fa3_forward_one_group_kernel(const __g
     softmax_tile<Fa3Rule>(sc, st, alpha, j, th, s, scale2);
     rescale(o, alpha);
     std::uint32_t pa[8][4];
-    p_fragments<T>(pa, sc);
+    a_fragments<T>(pa, sc);
     issue_pv<T, D>(o, pa, sV + stage * kTileBytes);
     wgmma_wait<0>();
     __syncthreads();  // every product on this stage is complete: thread 0 may refill it

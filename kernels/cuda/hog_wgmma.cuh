@@ -48,12 +48,6 @@ constexpr std::size_t key_smem_bytes() {
   return (4 * kConsumers + 3 * kStages) * kTileBytes<T, D> + 1024;  // K, V, ddK, ddV of both groups; Q, dO, ddQ per stage
 }
 
-// The 64-row tile at (row0, h, b) of a [B, H, N, D] map into dst, completing on bar.
-template <class T, int D>
-__device__ inline void load_tile(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) {
-  for (int half = 0; half < Tiles<T, D>::kHalves; ++half) tma_load_4d(dst + half * kQBox, map, bar, 64 * half, row0, h, b);
-}
-
 // d (+)= A B^T over d for two 64-row tiles in shared memory, both K-major: m64n64k16, D / 16 steps. accumulate false
 // overwrites d with the first step. The caller fences and commits.
 template <class T, int D>
@@ -97,12 +91,6 @@ __device__ inline void mma_frags(float (&acc)[D / 8][4], const std::uint32_t (&a
   mma_rs_mn_b<T, D, kFragSteps>(acc, a, wgmma_descriptor_sw128_mn(b_tile, kQBox));
 }
 
-template <class T>
-__device__ inline void fragments(std::uint32_t (&a)[kFragSteps][4], const float (&c)[8][4]) {
-#pragma unroll
-  for (int kk = 0; kk < kFragSteps; ++kk) a_from_c<T>(a[kk], c[2 * kk], c[2 * kk + 1]);
-}
-
 // --- the query-tiled passes ------------------------------------------------------------------------------------
 // grid (query tiles of 128, last first; heads; batch): cta_tile()
 template <class T, int D, HogPass kPass>
@@ -140,19 +128,19 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       mbarrier_arrive_expect_tx(&rows_full, kConsumers * (kNeedsDp ? 3 : 2) * kTile);
       for (int g = 0; g < kConsumers; ++g) {
         unsigned char* rows = sRows + 3 * g * kTile;
-        load_tile<T, D>(rows, &q_map, &rows_full, m0 + g * kGroupRows, h, b);
-        if (kNeedsDp) load_tile<T, D>(rows + kTile, &dout_map, &rows_full, m0 + g * kGroupRows, h, b);
-        load_tile<T, D>(rows + 2 * kTile, &ddq_map, &rows_full, m0 + g * kGroupRows, h, b);
+        load_rows64<T, D>(rows, &q_map, &rows_full, m0 + g * kGroupRows, h, b);
+        if (kNeedsDp) load_rows64<T, D>(rows + kTile, &dout_map, &rows_full, m0 + g * kGroupRows, h, b);
+        load_rows64<T, D>(rows + 2 * kTile, &ddq_map, &rows_full, m0 + g * kGroupRows, h, b);
       }
       for (int j = 0; j < n_tiles; ++j) {
         const int stage = j % kStages;
         unsigned char* keys = sKeys + 4 * stage * kTile;
         if (j >= kStages) mbarrier_wait(&keys_empty[stage], ((j / kStages) - 1) & 1);
         mbarrier_arrive_expect_tx(&keys_full[stage], (kNeedsDp ? 4 : 2) * kTile);
-        load_tile<T, D>(keys, &k_map, &keys_full[stage], j * kTileRows, hk, b);
-        if (kNeedsDp) load_tile<T, D>(keys + kTile, &v_map, &keys_full[stage], j * kTileRows, hk, b);
-        load_tile<T, D>(keys + 2 * kTile, &ddk_map, &keys_full[stage], j * kTileRows, hk, b);
-        if (kNeedsDp) load_tile<T, D>(keys + 3 * kTile, &ddv_map, &keys_full[stage], j * kTileRows, hk, b);
+        load_rows64<T, D>(keys, &k_map, &keys_full[stage], j * kTileRows, hk, b);
+        if (kNeedsDp) load_rows64<T, D>(keys + kTile, &v_map, &keys_full[stage], j * kTileRows, hk, b);
+        load_rows64<T, D>(keys + 2 * kTile, &ddk_map, &keys_full[stage], j * kTileRows, hk, b);
+        if (kNeedsDp) load_rows64<T, D>(keys + 3 * kTile, &ddv_map, &keys_full[stage], j * kTileRows, hk, b);
       }
     }
     return;
@@ -290,10 +278,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     if constexpr (kOut) {
       // dQ' / s += dS ddK + dS' K;  ddO += P ddV + ddP V  (the key tiles MN-major)
       std::uint32_t a_p[kFragSteps][4], a_ds[kFragSteps][4], a_dsp[kFragSteps][4], a_ddp[kFragSteps][4];
-      fragments<T>(a_p, sv);
-      fragments<T>(a_ds, dp);
-      fragments<T>(a_dsp, x);
-      fragments<T>(a_ddp, dds);
+      a_fragments<T>(a_p, sv);
+      a_fragments<T>(a_ds, dp);
+      a_fragments<T>(a_dsp, x);
+      a_fragments<T>(a_ddp, dds);
       wgmma_fence();
       mma_frags<T, D>(acc_q, a_ds, sDk);
       mma_frags<T, D>(acc_q, a_dsp, sK);
@@ -375,19 +363,19 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       for (int g = 0; g < kConsumers; ++g) {
         unsigned char* keys = sKeys + 4 * g * kTile;
         const int key0 = k0 + g * kGroupRows;
-        load_tile<T, D>(keys, &k_map, &keys_full, key0, hk, b);
-        load_tile<T, D>(keys + kTile, &v_map, &keys_full, key0, hk, b);
-        load_tile<T, D>(keys + 2 * kTile, &ddk_map, &keys_full, key0, hk, b);
-        load_tile<T, D>(keys + 3 * kTile, &ddv_map, &keys_full, key0, hk, b);
+        load_rows64<T, D>(keys, &k_map, &keys_full, key0, hk, b);
+        load_rows64<T, D>(keys + kTile, &v_map, &keys_full, key0, hk, b);
+        load_rows64<T, D>(keys + 2 * kTile, &ddk_map, &keys_full, key0, hk, b);
+        load_rows64<T, D>(keys + 3 * kTile, &ddv_map, &keys_full, key0, hk, b);
       }
       for (int e = 0; e < steps; ++e) {
         const int stage = e % kStages, h = hk * group_size + e / per_head, row0 = (first_tile + e % per_head) * kTileRows;
         unsigned char* rows = sRows + 3 * stage * kTile;
         if (e >= kStages) mbarrier_wait(&rows_empty[stage], ((e / kStages) - 1) & 1);
         mbarrier_arrive_expect_tx(&rows_full[stage], 3 * kTile);
-        load_tile<T, D>(rows, &q_map, &rows_full[stage], row0, h, b);
-        load_tile<T, D>(rows + kTile, &dout_map, &rows_full[stage], row0, h, b);
-        load_tile<T, D>(rows + 2 * kTile, &ddq_map, &rows_full[stage], row0, h, b);
+        load_rows64<T, D>(rows, &q_map, &rows_full[stage], row0, h, b);
+        load_rows64<T, D>(rows + kTile, &dout_map, &rows_full[stage], row0, h, b);
+        load_rows64<T, D>(rows + 2 * kTile, &ddq_map, &rows_full[stage], row0, h, b);
       }
     } else if (threadIdx.x / 32 == kConsumerThreads / 32 + 1) {  // the producer's second warp: the rows' statistics
       const int lane = threadIdx.x % 32;
@@ -495,9 +483,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     }
     // dK' / s += dS^T ddQ + dS'^T Q;  dV' += ddP^T dO  (the row tiles MN-major)
     std::uint32_t a_ds[kFragSteps][4], a_dsp[kFragSteps][4], a_ddp[kFragSteps][4];
-    fragments<T>(a_ds, dp);
-    fragments<T>(a_dsp, x);
-    fragments<T>(a_ddp, dds);
+    a_fragments<T>(a_ds, dp);
+    a_fragments<T>(a_dsp, x);
+    a_fragments<T>(a_ddp, dds);
     wgmma_fence();
     mma_frags<T, D>(acc_k, a_ds, sDq);
     mma_frags<T, D>(acc_k, a_dsp, sQ);
