@@ -322,7 +322,10 @@ class CudaFa3 final : public CudaAttentionSubject {
                       "ws_overlap_pingpong_3stage (with a 3-stage ring), or auto (ws_overlap_pingpong)"},
                      {"bwd", "fused",
                       "fused (one key-tiled pass; dQ's partials added into an fp32 accumulator by atomics, so its bits vary "
-                      "from run to run) or two_pass (a key-tiled dK/dV pass and a query-tiled dQ pass: deterministic)"}};
+                      "from run to run) or two_pass (a key-tiled dK/dV pass and a query-tiled dQ pass: deterministic)"},
+                     {"key_tile", "128",
+                      "keys per K/V tile of the forward: 128, or 176 (FA3's tile for d = 128 without a mask; schedule auto or "
+                      "ws_overlap_pingpong; its twin is cpu.fa3 with block_k=176)"}};
   }
 
   void set_option(const std::string& name, const std::string& value) override {
@@ -332,9 +335,17 @@ class CudaFa3 final : public CudaAttentionSubject {
       info_.deterministic = value == "two_pass";
       return;
     }
-    if (name != "schedule") throw SubjectError(info_.name + ": no option " + name + " (schedule, bwd)");
+    if (name == "key_tile") {
+      if (value != "128" && value != "176") throw SubjectError(info_.name + ": key_tile=" + value + ": 128 or 176");
+      if (value == "176" && schedule_ != kAuto) throw SubjectError(info_.name + ": key_tile=176 runs with schedule auto or ws_overlap_pingpong only");
+      info_.options[2].value = value;
+      key_tile_ = std::stoi(value);
+      return;
+    }
+    if (name != "schedule") throw SubjectError(info_.name + ": no option " + name + " (schedule, bwd, key_tile)");
     for (Fa3Schedule s : kSchedules) {
       if (value == fa3_schedule_name(s)) {
+        if (key_tile_ != 128 && s != kAuto) throw SubjectError(info_.name + ": schedule=" + value + " runs with key_tile=128 only");
         info_.options[0].value = value;
         schedule_ = s;
         return;
@@ -348,7 +359,7 @@ class CudaFa3 final : public CudaAttentionSubject {
   }
 
  protected:
-  void forward(const ForwardParams& p, cudaStream_t stream) override { fa3_forward(p, schedule_, stream); }
+  void forward(const ForwardParams& p, cudaStream_t stream) override { fa3_forward(p, schedule_, stream, key_tile_); }
   void backward(const BackwardParams& p, cudaStream_t stream) override { fa3_backward(p, stream); }
   bool needs_dq_accum() const override { return !info_.deterministic; }
   void configure(BackwardParams& p) const override { p.deterministic = info_.deterministic; }
@@ -358,6 +369,7 @@ class CudaFa3 final : public CudaAttentionSubject {
                                                Fa3Schedule::ws_overlap_pingpong_3stage};
   static constexpr Fa3Schedule kAuto = Fa3Schedule::ws_overlap_pingpong;
   Fa3Schedule schedule_ = kAuto;
+  int key_tile_ = 128;
 };
 
 // cuda.fa4 (kernels/cuda/NOTES.md): cuda.fa3's forward pipeline (ws_overlap_pingpong) with FA4's softmax:

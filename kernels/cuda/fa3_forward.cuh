@@ -35,6 +35,10 @@ using namespace hopper;
 
 constexpr int kGroupRows = 64, kBlockN = 128;                        // query rows per warpgroup, keys per tile
 constexpr unsigned kQBox = kGroupRows * 128, kKVBox = kBlockN * 128;  // bytes: rows x 64 16-bit entries
+// The 16-bit forward's key tiles may be wider (Wide16Ops' BlockN: 176, FA3's for d = 128 without a mask): a box of
+// BlockN rows x 64 entries.
+template <int BlockN>
+constexpr unsigned kv_box_bytes = BlockN * 128;
 
 // The element type T (__nv_bfloat16 or __half) and head dim D (64 or 128) of a kernel: D / 64 boxes along d.
 template <class T, int D>
@@ -56,11 +60,12 @@ struct GroupThread {
       : m0(group_m0), warp_row0(group_m0 + 16 * (thread_in_group / 32)), row0(warp_row0 + (thread_in_group % 32) / 4), t(thread_in_group % 4) {}
 };
 
-// The keys this CTA's rows m0 .. last_row can see: tiles 0 .. n_tiles - 1.
+// The keys this CTA's rows m0 .. last_row can see: tiles of BlockN keys 0 .. n_tiles - 1.
+template <int BlockN = kBlockN>
 __device__ inline int key_tiles(const AttentionShapeParams& s, int m0, int rows) {
   const int last_row = min(m0 + rows, s.seq_q) - 1;
   const int key_end = s.mask != CausalMask::none ? max(0, min(s.seq_k, last_row + s.causal_offset() + 1)) : s.seq_k;
-  return (key_end + kBlockN - 1) / kBlockN;
+  return (key_end + BlockN - 1) / BlockN;
 }
 
 // The query tiles of `rows` a key-tiled backward CTA owning the keys from k0 walks: those that can see one of its
@@ -76,15 +81,21 @@ __device__ inline RowTileWalk row_tiles_seeing(const AttentionShapeParams& s, in
   return {first_tile, per_head, per_head * (s.heads_q / s.heads_kv)};
 }
 
-// S = Q K^T for the warpgroup's 64 rows and a tile of 128 keys: D / 16 k16 steps, 4 per 64-wide box of d. Issued and committed as one group; the caller waits for it.
-template <class T, int D>
-__device__ inline void issue_qk(float (&sc)[16][4], const unsigned char* sQ, const unsigned char* sK) {
+// S = Q K^T for the warpgroup's 64 rows and a tile of BlockN keys (128 or 176): D / 16 k16 steps, 4 per 64-wide box
+// of d. Issued and committed as one group; the caller waits for it.
+template <class T, int D, int BlockN = kBlockN>
+__device__ inline void issue_qk(float (&sc)[BlockN / 8][4], const unsigned char* sQ, const unsigned char* sK) {
+  static_assert(BlockN == 128 || BlockN == 176, "key tiles of 128 or 176");
   wgmma_fence();
 #pragma unroll
   for (int k = 0; k < D / 16; ++k) {
     const std::uint64_t a = wgmma_descriptor_advance(wgmma_descriptor_sw128(sQ + (k / 4) * kQBox), k % 4);
-    const std::uint64_t b = wgmma_descriptor_advance(wgmma_descriptor_sw128(sK + (k / 4) * kKVBox), k % 4);
-    wgmma_m64n128k16_ss<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[64]>(sc), a, b, k > 0);
+    const std::uint64_t b = wgmma_descriptor_advance(wgmma_descriptor_sw128(sK + (k / 4) * kv_box_bytes<BlockN>), k % 4);
+    if constexpr (BlockN == 128) {
+      wgmma_m64n128k16_ss<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[64]>(sc), a, b, k > 0);
+    } else {
+      wgmma_m64n176k16_ss<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[88]>(sc), a, b, k > 0);
+    }
   }
   wgmma_commit();
 }
@@ -118,13 +129,14 @@ __device__ inline void mma_rs_mn_b(float (&acc)[D / 8][4], const std::uint32_t (
   }
 }
 
-// O += P V with P's A fragments from registers and V's tile MN-major. Issued and committed as one group;
-// the caller waits for it, and neither o nor pa may be touched before (ptxas keeps them live until the wait).
-template <class T, int D>
-__device__ inline void issue_pv(float (&o)[D / 8][4], const std::uint32_t (&pa)[8][4], const unsigned char* sV) {
-  const std::uint64_t dv = wgmma_descriptor_sw128_mn(sV, kKVBox);  // (D = 64: one n block, the offset unused)
+// O += P V with P's A fragments from registers (BlockN / 16 k16 steps) and V's tile MN-major. Issued and committed
+// as one group; the caller waits for it, and neither o nor pa may be touched before (ptxas keeps them live until
+// the wait).
+template <class T, int D, int BlockN = kBlockN>
+__device__ inline void issue_pv(float (&o)[D / 8][4], const std::uint32_t (&pa)[BlockN / 16][4], const unsigned char* sV) {
+  const std::uint64_t dv = wgmma_descriptor_sw128_mn(sV, kv_box_bytes<BlockN>);  // (D = 64: one n block, the offset unused)
   wgmma_fence();
-  mma_rs_mn_b<T, D, 8>(o, pa, dv);
+  mma_rs_mn_b<T, D, BlockN / 16>(o, pa, dv);
   wgmma_commit();
 }
 
@@ -170,8 +182,8 @@ __device__ inline float exp2_emulated(float x) {
   return p * __int_as_float((static_cast<int>(n) + 127) << 23);
 }
 
-template <bool Masked, class Rule>
-__device__ inline void softmax_tile_as(float (&sc)[16][4], RowStats& st, float (&alpha)[2], int col0, const GroupThread& th,
+template <bool Masked, class Rule, int NB>
+__device__ inline void softmax_tile_as(float (&sc)[NB][4], RowStats& st, float (&alpha)[2], int col0, const GroupThread& th,
                                        const AttentionShapeParams& s, float scale2) {
   const bool causal = s.mask != CausalMask::none;
   const int offset = s.causal_offset();
@@ -179,7 +191,7 @@ __device__ inline void softmax_tile_as(float (&sc)[16][4], RowStats& st, float (
   for (int r = 0; r < 2; ++r) {
     float tile_max = -INFINITY;
 #pragma unroll
-    for (int nb = 0; nb < 16; ++nb) {
+    for (int nb = 0; nb < NB; ++nb) {
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         float& x = sc[nb][2 * r + c];
@@ -212,7 +224,7 @@ __device__ inline void softmax_tile_as(float (&sc)[16][4], RowStats& st, float (
     st.l[r] *= alpha[r];
     float row_sum = 0.f;
 #pragma unroll
-    for (int nb = 0; nb < 16; ++nb) {
+    for (int nb = 0; nb < NB; ++nb) {
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         float& x = sc[nb][2 * r + c];
@@ -226,12 +238,14 @@ __device__ inline void softmax_tile_as(float (&sc)[16][4], RowStats& st, float (
     st.l[r] += row_sum;  // this thread's share; the quad's are summed in the epilogue
   }
 }
-template <class Rule>
-__device__ inline void softmax_tile(float (&sc)[16][4], RowStats& st, float (&alpha)[2], int j, const GroupThread& th,
+// (key tile j of NB n8 blocks: 8 NB keys)
+template <class Rule, int NB>
+__device__ inline void softmax_tile(float (&sc)[NB][4], RowStats& st, float (&alpha)[2], int j, const GroupThread& th,
                                     const AttentionShapeParams& s, float scale2) {
-  const int col0 = j * kBlockN;
+  constexpr int kKeys = 8 * NB;
+  const int col0 = j * kKeys;
   const bool masked =
-      !(scale2 > 0.f) || col0 + kBlockN > s.seq_k || (s.mask != CausalMask::none && col0 + kBlockN - 1 > th.warp_row0 + s.causal_offset());
+      !(scale2 > 0.f) || col0 + kKeys > s.seq_k || (s.mask != CausalMask::none && col0 + kKeys - 1 > th.warp_row0 + s.causal_offset());
   if (masked) {
     softmax_tile_as<true, Rule>(sc, st, alpha, col0, th, s, scale2);
   } else {
@@ -297,24 +311,26 @@ __device__ inline CtaTile cta_tile() {
 
 
 // --- 16-bit operands ---------------------------------------------------------------------------------------
-template <class T, int D>
+// Key tiles of BlockN: 128, or 176 (cuda.fa3's key_tile=176; K and V maps with boxes of 176 rows).
+template <class T, int D, int BlockN = kBlockN>
 struct Wide16Ops {
   using Out = T;
   static constexpr int kD = D;
-  static constexpr int kPaSteps = 8;  // k16 steps over 128 keys
-  static constexpr unsigned kQBytes = Tiles<T, D>::kQBytes, kKBytes = Tiles<T, D>::kTileBytes, kVBytes = Tiles<T, D>::kTileBytes;
+  static constexpr int kBlockN = BlockN;
+  static constexpr int kPaSteps = BlockN / 16;  // k16 steps over a tile's keys
+  static constexpr unsigned kQBytes = Tiles<T, D>::kQBytes, kKBytes = Tiles<T, D>::kHalves * kv_box_bytes<BlockN>, kVBytes = kKBytes;
   static constexpr bool kBlockScales = false;
-  // Q's rows row0 .. row0 + 63 of head h; K's and V's keys key0 .. key0 + 127 of kv head hk: D / 64 boxes each.
+  // Q's rows row0 .. row0 + 63 of head h; K's and V's keys key0 .. key0 + BlockN - 1 of kv head hk: D / 64 boxes each.
   __device__ static void load_q(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) {
     load_rows64<T, D>(dst, map, bar, row0, h, b);
   }
   __device__ static void load_k(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) {
-    for (int half = 0; half < Tiles<T, D>::kHalves; ++half) tma_load_4d(dst + half * kKVBox, map, bar, 64 * half, key0, hk, b);
+    for (int half = 0; half < Tiles<T, D>::kHalves; ++half) tma_load_4d(dst + half * kv_box_bytes<BlockN>, map, bar, 64 * half, key0, hk, b);
   }
   __device__ static void load_v(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) { load_k(dst, map, bar, key0, hk, b); }
-  __device__ static void qk(float (&sc)[16][4], const unsigned char* sQ, const unsigned char* sK) { issue_qk<T, D>(sc, sQ, sK); }
-  __device__ static void pack(std::uint32_t (&pa)[kPaSteps][4], const float (&sc)[16][4]) { a_fragments<T>(pa, sc); }
-  __device__ static void pv(float (&o)[D / 8][4], const std::uint32_t (&pa)[kPaSteps][4], const unsigned char* sV) { issue_pv<T, D>(o, pa, sV); }
+  __device__ static void qk(float (&sc)[BlockN / 8][4], const unsigned char* sQ, const unsigned char* sK) { issue_qk<T, D, BlockN>(sc, sQ, sK); }
+  __device__ static void pack(std::uint32_t (&pa)[kPaSteps][4], const float (&sc)[BlockN / 8][4]) { a_fragments<T>(pa, sc); }
+  __device__ static void pv(float (&o)[D / 8][4], const std::uint32_t (&pa)[kPaSteps][4], const unsigned char* sV) { issue_pv<T, D, BlockN>(o, pa, sV); }
 };
 
 // Per-block power-of-two exponents of FP8 operands (E4m3Ops): Q's of each block of 128 rows ([B, Hq, q_blocks]),
@@ -370,7 +386,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
                                                                        const WorkTiles work, const BlockExponents ex) {
   static_assert(!PingPong || Overlap, "the turns cover the pair of products a step issues together");
   static_assert(!Ops::kBlockScales || Overlap, "block exponents are applied by the overlapped schedule");
-  constexpr int D = Ops::kD;
+  constexpr int D = Ops::kD, BlockN = Ops::kBlockN;
   constexpr int kQBuffers = Persistent ? 2 : 1;  // (persistent: the next tile's Q loads while this one runs)
   extern __shared__ unsigned char smem_raw[];
   unsigned char* sQ = aligned_smem(smem_raw);  // buffer q, group g's boxes at + (q kConsumers + g) kQBytes
@@ -383,7 +399,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
   const int tiles = work.count(Persistent);
   const auto key_tiles_of = [&](const CtaTile& c) {
     // (both groups walk all of them: the lower group's extra causal tile is fully masked for it)
-    return key_tiles(s, c.m_tile * kCtaRows, kCtaRows);
+    return key_tiles<BlockN>(s, c.m_tile * kCtaRows, kCtaRows);
   };
   constexpr unsigned kReleasers = 4 * kConsumers;  // one arrival per consumer warp
   if (threadIdx.x == 0) {
@@ -422,10 +438,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
           const unsigned reuse_parity = ((e / Stages) - 1) & 1;  // the release of ring entry e - Stages
           if (e >= Stages) mbarrier_wait(&k_empty[stage], reuse_parity);
           mbarrier_arrive_expect_tx(&k_full[stage], Ops::kKBytes);
-          Ops::load_k(sK + stage * Ops::kKBytes, &k_map, &k_full[stage], j * kBlockN, hk, c.b);
+          Ops::load_k(sK + stage * Ops::kKBytes, &k_map, &k_full[stage], j * BlockN, hk, c.b);
           if (e >= Stages) mbarrier_wait(&v_empty[stage], reuse_parity);
           mbarrier_arrive_expect_tx(&v_full[stage], Ops::kVBytes);
-          Ops::load_v(sV + stage * Ops::kVBytes, &v_map, &v_full[stage], j * kBlockN, hk, c.b);
+          Ops::load_v(sV + stage * Ops::kVBytes, &v_map, &v_full[stage], j * BlockN, hk, c.b);
         }
         kv += n_tiles;
       }
@@ -478,7 +494,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
       for (int j = 0; j < n_tiles; ++j) {
         const int e = kv + j;
         mbarrier_wait(&k_full[e % Stages], parity(e));
-        float sc[16][4];
+        float sc[BlockN / 8][4];
         Ops::qk(sc, sQg, k_tile(e));
         wgmma_wait<0>();
         if (releaser) mbarrier_arrive(&k_empty[e % Stages]);
@@ -499,7 +515,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
       // (a product issued under a condition makes ptxas serialise every wgmma: C7514).
       std::uint32_t pa[Ops::kPaSteps][4];
       if (n_tiles > 0) {
-        float sc[16][4];
+        float sc[BlockN / 8][4];
         mbarrier_wait(&k_full[kv % Stages], parity(kv));
         Ops::qk(sc, sQg, k_tile(kv));
         wgmma_wait<0>();
@@ -512,7 +528,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
       for (int j = 0; j + 1 < n_tiles; ++j) {
         const int e = kv + j;
         if (PingPong) named_barrier_sync(my_turn, kConsumerThreads);
-        float sc[16][4];
+        float sc[BlockN / 8][4];
         mbarrier_wait(&k_full[(e + 1) % Stages], parity(e + 1));
         Ops::qk(sc, sQg, k_tile(e + 1));
         mbarrier_wait(&v_full[e % Stages], parity(e));

@@ -53,6 +53,7 @@ __device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
 template <class Out_, int D>
 struct E4m3Ops {
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
+  static constexpr int kBlockN = fa3::kBlockN;  // keys per tile: one block exponent each
   // (the kernel indexes Q's exponents by its query tile and K's and V's by its key tile)
   static_assert(kCtaRows == kFp8BlockRows && kBlockN == kFp8BlockRows, "one block exponent per tile");
   using Out = Out_;

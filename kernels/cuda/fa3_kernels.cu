@@ -121,9 +121,9 @@ void launch_one_group(const Maps& m, const ForwardParams& p, cudaStream_t stream
   kernel<<<grid_of(p.shape, kGroupRows, "cuda.fa3"), 128, bytes, stream>>>(m.q, m.k, m.v, p);
 }
 
-template <class T, int D, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule, bool Persistent = false>
+template <class T, int D, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule, bool Persistent = false, int BlockN = kBlockN>
 void launch_ws(const Maps& m, const ForwardParams& p, cudaStream_t stream, const char* name) {
-  using Ops = Wide16Ops<T, D>;
+  using Ops = Wide16Ops<T, D, BlockN>;
   constexpr std::size_t bytes = ws_smem_bytes<Ops, Stages, Persistent>();
   static_assert(bytes <= kSm90SharedBytesPerBlock, "cuda.fa3 forward: shared memory beyond sm_90's 227 KiB per block");
   auto* kernel = fa3_forward_ws_kernel<Ops, Stages, Overlap, PingPong, Rule, Persistent>;
@@ -163,7 +163,8 @@ void launch_fa4(const Fa4Options& options, const Maps& m, const ForwardParams& p
 }
 
 template <class T, int D>
-void launch(Fa3Schedule schedule, const Maps& m, const ForwardParams& p, cudaStream_t stream, const char* name) {
+void launch(Fa3Schedule schedule, int key_tile, const Maps& m, const ForwardParams& p, cudaStream_t stream, const char* name) {
+  if (key_tile == 176) return launch_ws<T, D, 2, true, true, Fa3Rule, false, 176>(m, p, stream, name);  // (ws_overlap_pingpong)
   switch (schedule) {
     case Fa3Schedule::one_group: return launch_one_group<T, D>(m, p, stream, name);
     case Fa3Schedule::ws: return launch_ws<T, D, 2, false, false>(m, p, stream, name);
@@ -198,25 +199,30 @@ bool fa3_supports(const ForwardParams& p) {
 }
 
 namespace {
-Maps maps_of(const ForwardParams& p, const char* family) {
+Maps maps_of(const ForwardParams& p, const char* family, int key_tile = kBlockN) {
   if (!fa3_supports(p)) {
     throw std::runtime_error(std::string(family) + ": head dim 64 or 128 (got " + std::to_string(p.shape.head_dim) +
                              "), heads_q a multiple of heads_kv, a 16-byte aligned base and strides that are multiples of 8 elements only");
   }
   const AttentionShapeParams& s = p.shape;
-  return {map_of(p.q, p, s.heads_q, s.seq_q, kGroupRows), map_of(p.k, p, s.heads_kv, s.seq_k, kBlockN), map_of(p.v, p, s.heads_kv, s.seq_k, kBlockN)};
+  const auto box = static_cast<std::uint32_t>(key_tile);
+  return {map_of(p.q, p, s.heads_q, s.seq_q, kGroupRows), map_of(p.k, p, s.heads_kv, s.seq_k, box), map_of(p.v, p, s.heads_kv, s.seq_k, box)};
 }
 }  // namespace
 
-void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream) {
+void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream, int key_tile) {
+  if (key_tile != 128 && !(key_tile == 176 && schedule == Fa3Schedule::ws_overlap_pingpong)) {
+    throw std::runtime_error("cuda.fa3 forward: key tiles of " + std::to_string(key_tile) + " keys with schedule " + fa3_schedule_name(schedule) +
+                             ": 128 with every schedule, 176 with ws_overlap_pingpong");
+  }
   const AttentionShapeParams& s = p.shape;
-  const Maps m = maps_of(p, "cuda.fa3");
+  const Maps m = maps_of(p, "cuda.fa3", key_tile);
   const char* name = fa3_schedule_name(schedule);
   const bool fp16 = p.type == StorageType::fp16;
   if (s.head_dim == 128) {
-    fp16 ? launch<__half, 128>(schedule, m, p, stream, name) : launch<__nv_bfloat16, 128>(schedule, m, p, stream, name);
+    fp16 ? launch<__half, 128>(schedule, key_tile, m, p, stream, name) : launch<__nv_bfloat16, 128>(schedule, key_tile, m, p, stream, name);
   } else {
-    fp16 ? launch<__half, 64>(schedule, m, p, stream, name) : launch<__nv_bfloat16, 64>(schedule, m, p, stream, name);
+    fp16 ? launch<__half, 64>(schedule, key_tile, m, p, stream, name) : launch<__nv_bfloat16, 64>(schedule, key_tile, m, p, stream, name);
   }
   check_launch((std::string("cuda.fa3 forward, schedule ") + name).c_str());
 }

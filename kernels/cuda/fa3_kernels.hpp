@@ -24,8 +24,10 @@ const char* fa3_schedule_name(Fa3Schedule schedule);
 
 bool fa3_supports(const ForwardParams& p);  // head dim 64 or 128, strides TMA can describe
 
-// O and L (natural log) of every (batch, head), as fa2_forward writes them.
-void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream);
+// O and L (natural log) of every (batch, head), as fa2_forward writes them. key_tile: keys per K/V tile, 128, or 176
+// (FA3's tile for 16-bit d = 128 without a mask; schedule ws_overlap_pingpong only). The tile sets the points where
+// the running max may move, and so where P is rounded: cpu.fa3 with block_k = key_tile is its twin.
+void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream, int key_tile = 128);
 
 // dQ, dK, dV from the forward's O and L (fa3_backward.cu): D by fa2's kernel, then a key-tiled pass for dK and dV
 // that also adds dQ's partials into p.dq_accum by atomics (p.deterministic false: fused), or a key-tiled dK/dV pass

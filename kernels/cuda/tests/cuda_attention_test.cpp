@@ -34,6 +34,12 @@ namespace {
 using testing::harness_cases;
 using testing::harness_seed;
 
+std::unique_ptr<Subject> make_cpu_fa3_key_tile_176() {
+  auto s = cpu::make_cpu_fa3();
+  s->set_option("block_k", "176");
+  return s;
+}
+
 // A GPU subject under test, with the options that select its variant, and its CPU twin.
 struct GpuSubject {
   const char* label;  // the test's name suffix
@@ -75,6 +81,8 @@ const GpuSubject kGpuSubjects[] = {
     {"fa3_ws", "cuda.fa3", {{"schedule", "ws"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     {"fa3_ws_overlap", "cuda.fa3", {{"schedule", "ws_overlap"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     {"fa3_ws_overlap_pingpong_3stage", "cuda.fa3", {{"schedule", "ws_overlap_pingpong_3stage"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
+    // (key tiles of 176: P is rounded against the running max of other tiles, so the twin tiles its keys the same way)
+    {"fa3_key_tile_176", "cuda.fa3", {{"key_tile", "176"}}, make_cpu_fa3_key_tile_176, {Op::fwd}, 0},
     // (Hopper only, fwd only; FA4's softmax against the CPU twins with the same rules)
     {"fa4", "cuda.fa4", {}, cpu::make_cpu_fa4, {Op::fwd}, 0},
     {"fa4_emulated", "cuda.fa4", {{"exp2_fraction", "0.5"}}, cpu::make_cpu_fa4_emulated, {Op::fwd}, 0},
