@@ -69,6 +69,13 @@ BWD_PRODUCTS_OF = {"fa3.fused": 5}  # cuda.fa3's fused backward: S, dP, dV, dK a
 HOG_PRODUCTS = {"hog": 3 + 5 + 9 + 8, "hog.2pass": 5 + 9 + 8}
 
 
+def products_of(mode):
+    """(products of the whole HVP, products of the double backward) that a flashcheck mode's kernels perform."""
+    double_backward, first_order, _ = HOG_MODES[mode]
+    db = HOG_PRODUCTS[double_backward]
+    return FWD_PRODUCTS + BWD_PRODUCTS_OF.get(first_order, BWD_PRODUCTS) + db, db
+
+
 def plain_attention(q, k, v, scale, causal):
     s = torch.matmul(q, k.transpose(-1, -2)) * scale
     if causal:
@@ -302,8 +309,7 @@ def main(argv=None):
                             if double_backward is not None:
                                 per_product = 2.0 * n * n * d * a.heads * (0.5 if causal else 1.0)
                                 db_ms, db_times, _, _ = measure(double_backward, args, device, a.warmup, a.repeats, a.long_ms)
-                                db_products = HOG_PRODUCTS[HOG_MODES[mode][0]]
-                                products = FWD_PRODUCTS + BWD_PRODUCTS_OF.get(HOG_MODES[mode][1], BWD_PRODUCTS) + db_products
+                                products, db_products = products_of(mode)
                                 record["metrics"].update({
                                     "products": products, "flops": products * per_product,
                                     "tflops": products * per_product / (ms * 1e-3) / 1e12,

@@ -1,6 +1,7 @@
 """kernels/torch/hvp_bench.py: the plain-attention HVP it times is the right one (finite differences in
-float64), its torch.func form (what torch.compile compiles) equals it, a CPU run writes one record per size
-(eager mode; torch.compile and the hog modes run on the GPU machine), and bad arguments exit 2."""
+float64), its torch.func form (what torch.compile compiles) equals it, the products each flashcheck mode counts,
+a CPU run writes one record per size (eager mode; torch.compile and the hog modes run on the GPU machine), and
+bad arguments exit 2."""
 import importlib.util
 import json
 import math
@@ -46,6 +47,16 @@ class HvpBench(unittest.TestCase):
             x = [torch.randn(1, 2, 6, 4, generator=g, dtype=torch.float64) for _ in range(7)]
             for a, b in zip(hvp_bench.hvp_functional(*x, 0.5, causal), hvp_bench.hvp(*x, 0.5, causal)):
                 torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+    def test_the_products_each_mode_counts(self):
+        # forward 2; a deterministic first backward 7 (dK/dV pass 4 with S and dP, dQ pass 3), cuda.fa3's fused one 5;
+        # Flash Hog 25 (3 statistics passes) or 22 (2)
+        self.assertEqual(hvp_bench.products_of("hog"), (2 + 7 + 25, 25))
+        self.assertEqual(hvp_bench.products_of("hog.2pass"), (2 + 7 + 22, 22))
+        self.assertEqual(hvp_bench.products_of("hog.2pass.fa3"), (31, 22))
+        self.assertEqual(hvp_bench.products_of("hog.2pass.fa3.unchecked"), (31, 22))
+        self.assertEqual(hvp_bench.products_of("hog.2pass.fa3.fused"), (29, 22))
+        self.assertEqual(set(hvp_bench.HOG_MODES) | {"eager", "compile"}, set(hvp_bench.MODES))
 
     def test_the_memory_exponent_fit(self):
         self.assertAlmostEqual(hvp_bench.memory_exponent([(n, 3.0 * n * n) for n in (1024, 4096, 8192, 16384)]), 2.0)
