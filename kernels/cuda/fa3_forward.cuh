@@ -33,12 +33,12 @@ namespace fc::kernels::cuda::fa3 {
 
 using namespace hopper;
 
-constexpr int kGroupRows = 64, kBlockN = 128;                        // query rows per warpgroup, keys per tile
-constexpr unsigned kQBox = kGroupRows * 128, kKVBox = kBlockN * 128;  // bytes: rows x 64 16-bit entries
-// The 16-bit forward's key tiles may be wider (Wide16Ops' BlockN: 176, FA3's for d = 128 without a mask): a box of
-// BlockN rows x 64 entries.
-template <int BlockN>
-constexpr unsigned kv_box_bytes = BlockN * 128;
+constexpr int kGroupRows = 64, kBlockN = 128;  // query rows per warpgroup, keys per tile
+// Bytes of a box of rows x 64 16-bit entries. The 16-bit forward's key tiles may be wider than kBlockN (Wide16Ops'
+// BlockN: 176, FA3's for d = 128 without a mask).
+template <int Rows>
+constexpr unsigned kv_box_bytes = Rows * 128;
+constexpr unsigned kQBox = kv_box_bytes<kGroupRows>, kKVBox = kv_box_bytes<kBlockN>;
 
 // The element type T (__nv_bfloat16 or __half) and head dim D (64 or 128) of a kernel: D / 64 boxes along d.
 template <class T, int D>

@@ -65,11 +65,11 @@ AttentionCall call_of(const Problem& p) {
 std::string subject_for(const at::Tensor& q, c10::string_view kernel) {
   return (q.is_cuda() ? "cuda." : "cpu.") + std::string(kernel.data(), kernel.size());
 }
-// The forward's and backward's: "fa3.fused" is cuda.fa3 with its fused backward on CUDA tensors; on the CPU it is
-// cpu.fa3, whose one backward has the rounding points of both CUDA forms (they differ in the order dQ's partials
-// are summed).
+// The forward's and backward's (these are the CPU ops): "fa3.fused" is cuda.fa3 with its fused backward on CUDA
+// tensors, and cpu.fa3 here, whose one backward has the rounding points of both CUDA forms (they differ in the order
+// dQ's partials are summed).
 std::string first_order_subject_for(const at::Tensor& q, c10::string_view kernel) {
-  return !q.is_cuda() && kernel == "fa3.fused" ? "cpu.fa3" : subject_for(q, kernel);
+  return kernel == "fa3.fused" ? "cpu.fa3" : subject_for(q, kernel);
 }
 
 std::tuple<at::Tensor, at::Tensor> forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c10::string_view mask,
