@@ -308,7 +308,7 @@ class CudaFa3 final : public CudaAttentionSubject {
   CudaFa3() {
     info_ = cuda_attention_info("cuda.fa3",
                         "FlashAttention-3's forward on Hopper: wgmma m64n128k16 (P from registers, V as an MN-major operand), TMA "
-                        "into a K/V ring on mbarriers, a producer warpgroup and two consumer warpgroups taking turns, the next tile's "
+                        "into a K/V ring on mbarriers, a producer warpgroup and two consumer warpgroups (three at d = 64) taking turns, the next tile's "
                         "Q K^T issued with this tile's P V, each head's query tiles longest first; bwd: one key-tiled pass on wgmma, dQ's partials "
                         "added by fp32 atomics (bwd=fused), or a key-tiled dK/dV pass and a query-tiled dQ pass (bwd=two_pass, "
                         "deterministic); bf16 and fp16, d = 64 and 128");
@@ -319,7 +319,9 @@ class CudaFa3 final : public CudaAttentionSubject {
     info_.options = {{"schedule", "auto",
                       "one_group (step 1: a warpgroup per 64 rows, no overlap), ws (a producer warp, two consumer warpgroups), "
                       "ws_overlap (and Q K^T of the next tile issued with P V), ws_overlap_pingpong (and the groups take turns), "
-                      "ws_overlap_pingpong_3stage (with a 3-stage ring), or auto (ws_overlap_pingpong)"},
+                      "ws_overlap_pingpong_3stage (with a 3-stage ring), ws_overlap_pingpong_3groups (three consumer warpgroups in "
+                      "turn, 192 rows per CTA; d = 64 only), or auto (3groups at d = 64, ws_overlap_pingpong at d = 128 and with "
+                      "key_tile=176)"},
                      {"bwd", "fused",
                       "fused (one key-tiled pass; dQ's partials added into an fp32 accumulator by atomics, so its bits vary "
                       "from run to run) or two_pass (a key-tiled dK/dV pass and a query-tiled dQ pass: deterministic)"},
@@ -337,7 +339,9 @@ class CudaFa3 final : public CudaAttentionSubject {
     }
     if (name == "key_tile") {
       if (value != "128" && value != "176") throw SubjectError(info_.name + ": key_tile=" + value + ": 128 or 176");
-      if (value == "176" && schedule_ != kAuto) throw SubjectError(info_.name + ": key_tile=176 runs with schedule auto or ws_overlap_pingpong only");
+      if (value == "176" && schedule_ != kAuto && schedule_ != Fa3Schedule::ws_overlap_pingpong) {
+        throw SubjectError(info_.name + ": key_tile=176 runs with schedule auto or ws_overlap_pingpong only");
+      }
       info_.options[2].value = value;
       key_tile_ = std::stoi(value);
       return;
@@ -345,17 +349,20 @@ class CudaFa3 final : public CudaAttentionSubject {
     if (name != "schedule") throw SubjectError(info_.name + ": no option " + name + " (schedule, bwd, key_tile)");
     for (Fa3Schedule s : kSchedules) {
       if (value == fa3_schedule_name(s)) {
-        if (key_tile_ != 128 && s != kAuto) throw SubjectError(info_.name + ": schedule=" + value + " runs with key_tile=128 only");
+        if (key_tile_ != 128 && s != Fa3Schedule::ws_overlap_pingpong) throw SubjectError(info_.name + ": schedule=" + value + " runs with key_tile=128 only");
         info_.options[0].value = value;
         schedule_ = s;
+        info_.head_dims = s == Fa3Schedule::ws_overlap_pingpong_3groups ? std::vector<int>{64} : std::vector<int>{64, 128};
         return;
       }
     }
     if (value != "auto") {
-      throw SubjectError(info_.name + ": schedule=" + value + ": one of auto, one_group, ws, ws_overlap, ws_overlap_pingpong, ws_overlap_pingpong_3stage");
+      throw SubjectError(info_.name + ": schedule=" + value +
+                         ": one of auto, one_group, ws, ws_overlap, ws_overlap_pingpong, ws_overlap_pingpong_3stage, ws_overlap_pingpong_3groups");
     }
     info_.options[0].value = value;
     schedule_ = kAuto;
+    info_.head_dims = {64, 128};
   }
 
  protected:
@@ -365,9 +372,9 @@ class CudaFa3 final : public CudaAttentionSubject {
   void configure(BackwardParams& p) const override { p.deterministic = info_.deterministic; }
 
  private:
-  static constexpr Fa3Schedule kSchedules[] = {Fa3Schedule::one_group, Fa3Schedule::ws, Fa3Schedule::ws_overlap, Fa3Schedule::ws_overlap_pingpong,
-                                               Fa3Schedule::ws_overlap_pingpong_3stage};
-  static constexpr Fa3Schedule kAuto = Fa3Schedule::ws_overlap_pingpong;
+  static constexpr Fa3Schedule kSchedules[] = {Fa3Schedule::one_group,          Fa3Schedule::ws, Fa3Schedule::ws_overlap, Fa3Schedule::ws_overlap_pingpong,
+                                               Fa3Schedule::ws_overlap_pingpong_3stage, Fa3Schedule::ws_overlap_pingpong_3groups};
+  static constexpr Fa3Schedule kAuto = Fa3Schedule::automatic;
   Fa3Schedule schedule_ = kAuto;
   int key_tile_ = 128;
 };

@@ -9,8 +9,8 @@
 //     rows; S by m64n128k32 (QGMMA), P rounded to e4m3, V^T K-major (cuda.fa3.fp8).
 // An Operands class provides: Out (O's storage type), kQBytes / kKBytes / kVBytes (one warpgroup's Q, one K
 // and one V tile in shared memory), kPaSteps (P's A fragments: k steps over a tile's 128 keys), kBlockScales
-// (per-block exponents apply), and the device functions load_q / load_k / load_v (TMA), qk (S = Q K^T),
-// pack (P into A fragments) and pv (O += P V).
+// (per-block exponents apply; then kQBlockRows, Q's rows per exponent, a multiple of a group's 64), and the
+// device functions load_q / load_k / load_v (TMA), qk (S = Q K^T), pack (P into A fragments) and pv (O += P V).
 #pragma once
 
 #include <cuda.h>
@@ -350,8 +350,19 @@ struct BlockExponents {
 // complete, not when the tile's P V is.
 constexpr int kConsumers = 2, kConsumerThreads = 128 * kConsumers, kWsThreads = kConsumerThreads + 128;
 constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;  // 128 x 24 + 256 x 240 <= 65536
-constexpr int kTurnBarrier = 1;  // named barriers 1 and 2: consumer group g waits on kTurnBarrier + g
+constexpr int kTurnBarrier = 1;  // named barriers 1 .. Groups: consumer group g waits on kTurnBarrier + g
 constexpr int kCtaRows = kConsumers * kGroupRows;
+
+// The forward's CTA with Groups consumer warpgroups of 64 rows (2: the layout above; 3: FA3's for d = 64, more
+// softmax in flight where the products are short). The registers are split so that 128 x 24 + 128 Groups x
+// kConsumerRegisters <= 65536: 240 with two groups, 160 with three (setmaxnreg takes multiples of 8).
+template <int Groups>
+struct WsLayout {
+  static_assert(Groups == 2 || Groups == 3, "two or three consumer warpgroups");
+  static constexpr int kGroups = Groups, kConsumerThreads = 128 * Groups, kThreads = kConsumerThreads + 128, kCtaRows = Groups * kGroupRows;
+  static constexpr int kConsumerRegisters = Groups == 2 ? 240 : 160;
+  static_assert(128 * kProducerRegisters + kConsumerThreads * kConsumerRegisters <= 65536, "the register file");
+};
 
 // The work tiles a CTA walks. One CTA per tile (the grid of cta_tile()), or a persistent grid of one CTA per SM
 // taking tiles in longest-processing-time-first order (cuda.fa4's scheduler): CTA c starts with tile c, and
@@ -375,22 +386,24 @@ struct WorkTiles {
   }
 };
 
-template <class Ops, int Stages, bool Persistent>
+template <class Ops, int Stages, bool Persistent, int Groups = 2>
 constexpr std::size_t ws_smem_bytes() {
-  return (Persistent ? 2 : 1) * kConsumers * Ops::kQBytes + Stages * (Ops::kKBytes + Ops::kVBytes) + 1024;
+  return (Persistent ? 2 : 1) * Groups * Ops::kQBytes + Stages * (Ops::kKBytes + Ops::kVBytes) + 1024;
 }
 
-template <class Ops, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule, bool Persistent = false>
-__global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
-                                                                       const __grid_constant__ CUtensorMap v_map, const ForwardParams p,
-                                                                       const WorkTiles work, const BlockExponents ex) {
+template <class Ops, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule, bool Persistent = false, int Groups = 2>
+__global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
+                                                                                      const __grid_constant__ CUtensorMap v_map, const ForwardParams p,
+                                                                                      const WorkTiles work, const BlockExponents ex) {
   static_assert(!PingPong || Overlap, "the turns cover the pair of products a step issues together");
   static_assert(!Ops::kBlockScales || Overlap, "block exponents are applied by the overlapped schedule");
   constexpr int D = Ops::kD, BlockN = Ops::kBlockN;
+  using L = WsLayout<Groups>;
+  constexpr int kGroups = L::kGroups, kGroupThreads = L::kConsumerThreads, kRows = L::kCtaRows;
   constexpr int kQBuffers = Persistent ? 2 : 1;  // (persistent: the next tile's Q loads while this one runs)
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* sQ = aligned_smem(smem_raw);  // buffer q, group g's boxes at + (q kConsumers + g) kQBytes
-  unsigned char* sK = sQ + kQBuffers * kConsumers * Ops::kQBytes;
+  unsigned char* sQ = aligned_smem(smem_raw);  // buffer q, group g's boxes at + (q kGroups + g) kQBytes
+  unsigned char* sK = sQ + kQBuffers * kGroups * Ops::kQBytes;
   unsigned char* sV = sK + Stages * Ops::kKBytes;
   __shared__ alignas(8) std::uint64_t q_full[kQBuffers], q_empty[kQBuffers], k_full[Stages], v_full[Stages], k_empty[Stages], v_empty[Stages];
   __shared__ int tile_of_buffer[kQBuffers];  // (persistent: the tile whose Q the buffer holds; >= tiles: no more)
@@ -399,9 +412,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
   const int tiles = work.count(Persistent);
   const auto key_tiles_of = [&](const CtaTile& c) {
     // (both groups walk all of them: the lower group's extra causal tile is fully masked for it)
-    return key_tiles<BlockN>(s, c.m_tile * kCtaRows, kCtaRows);
+    return key_tiles<BlockN>(s, c.m_tile * kRows, kRows);
   };
-  constexpr unsigned kReleasers = 4 * kConsumers;  // one arrival per consumer warp
+  constexpr unsigned kReleasers = 4 * kGroups;  // one arrival per consumer warp
   if (threadIdx.x == 0) {
     for (int i = 0; i < kQBuffers; ++i) mbarrier_init(&q_full[i], 1), mbarrier_init(&q_empty[i], kReleasers);
     for (int i = 0; i < Stages; ++i) {
@@ -414,9 +427,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
   // The K/V ring's position runs on across work tiles: tile j of a work tile is ring entry kv + j.
   const auto parity = [](int g) { return static_cast<unsigned>((g / Stages) & 1); };
 
-  if (threadIdx.x >= kConsumerThreads) {  // the producer warpgroup
+  if (threadIdx.x >= kGroupThreads) {  // the producer warpgroup
     setmaxnreg_dec<kProducerRegisters>();
-    if (threadIdx.x == kConsumerThreads) {
+    if (threadIdx.x == kGroupThreads) {
       int kv = 0;
       for (int local = 0; local < (Persistent ? tiles : 1); ++local) {
         const int qb = local % kQBuffers;
@@ -431,8 +444,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
         }
         const CtaTile c = work.at(i, Persistent);
         const int hk = c.h / (s.heads_q / s.heads_kv), n_tiles = key_tiles_of(c);
-        mbarrier_arrive_expect_tx(&q_full[qb], kConsumers * Ops::kQBytes);
-        for (int g = 0; g < kConsumers; ++g) Ops::load_q(sQ + (qb * kConsumers + g) * Ops::kQBytes, &q_map, &q_full[qb], c.m_tile * kCtaRows + g * kGroupRows, c.h, c.b);
+        mbarrier_arrive_expect_tx(&q_full[qb], kGroups * Ops::kQBytes);
+        for (int g = 0; g < kGroups; ++g) Ops::load_q(sQ + (qb * kGroups + g) * Ops::kQBytes, &q_map, &q_full[qb], c.m_tile * kRows + g * kGroupRows, c.h, c.b);
         for (int j = 0; j < n_tiles; ++j) {
           const int e = kv + j, stage = e % Stages;
           const unsigned reuse_parity = ((e / Stages) - 1) & 1;  // the release of ring entry e - Stages
@@ -449,17 +462,18 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
     return;
   }
 
-  setmaxnreg_inc<kConsumerRegisters>();
+  setmaxnreg_inc<L::kConsumerRegisters>();
   const int group = threadIdx.x / 128;
   const bool releaser = threadIdx.x % 32 == 0;
   const float scale2 = s.scale * kLog2e;
   const auto k_tile = [&](int e) { return sK + (e % Stages) * Ops::kKBytes; };
   const auto v_tile = [&](int e) { return sV + (e % Stages) * Ops::kVBytes; };
-  // Turns (PingPong): group g issues its products after a sync on its own barrier and arrives on the other's
-  // after. Group 1 arrives once first (group 0 goes first) and after every turn; group 0 syncs once more at
-  // the end, so every arrival is matched whatever the number of turns.
-  const int my_turn = kTurnBarrier + group, other_turn = kTurnBarrier + (1 - group);
-  if (PingPong && group == 1) named_barrier_arrive(other_turn, kConsumerThreads);
+  // Turns (PingPong), in a ring: group g issues its products after a sync on its own barrier and arrives on
+  // the next group's after. The last group arrives once first (group 0 goes first) and after every turn;
+  // group 0 syncs once more at the end, so every arrival is matched whatever the number of turns. (Each
+  // barrier joins two groups: 256 threads.)
+  const int my_turn = kTurnBarrier + group, other_turn = kTurnBarrier + (group + 1) % kGroups;
+  if (PingPong && group == kGroups - 1) named_barrier_arrive(other_turn, 256);
   int rescales = 0, kv = 0;
   for (int local = 0; local < (Persistent ? tiles : 1); ++local) {
     const int qb = local % kQBuffers;
@@ -468,8 +482,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
     if (Persistent && i >= tiles) break;
     const CtaTile c = work.at(i, Persistent);
     const int n_tiles = key_tiles_of(c);
-    const GroupThread th(c.m_tile * kCtaRows + group * kGroupRows, threadIdx.x % 128);
-    const unsigned char* sQg = sQ + (qb * kConsumers + group) * Ops::kQBytes;
+    const GroupThread th(c.m_tile * kRows + group * kGroupRows, threadIdx.x % 128);
+    const unsigned char* sQg = sQ + (qb * kGroups + group) * Ops::kQBytes;
     float o[D / 8][4];
 #pragma unroll
     for (auto& x : o) x[0] = x[1] = x[2] = x[3] = 0.f;
@@ -485,7 +499,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
     const int* v_exps = nullptr;
     if constexpr (Ops::kBlockScales) {
       const int hk = c.h / (s.heads_q / s.heads_kv);
-      q_exp = ex.q[(c.b * s.heads_q + c.h) * ex.q_blocks + c.m_tile];
+      q_exp = ex.q[(c.b * s.heads_q + c.h) * ex.q_blocks + th.m0 / Ops::kQBlockRows];  // (this group's rows lie in one block)
       k_exps = ex.k + (c.b * s.heads_kv + hk) * ex.k_blocks, v_exps = ex.v + (c.b * s.heads_kv + hk) * ex.k_blocks;
     }
     const auto scale2_of = [&](int j) { return Ops::kBlockScales ? ldexpf(scale2, q_exp + k_exps[j]) : scale2; };
@@ -527,13 +541,13 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
       }
       for (int j = 0; j + 1 < n_tiles; ++j) {
         const int e = kv + j;
-        if (PingPong) named_barrier_sync(my_turn, kConsumerThreads);
+        if (PingPong) named_barrier_sync(my_turn, 256);
         float sc[BlockN / 8][4];
         mbarrier_wait(&k_full[(e + 1) % Stages], parity(e + 1));
         Ops::qk(sc, sQg, k_tile(e + 1));
         mbarrier_wait(&v_full[e % Stages], parity(e));
         Ops::pv(o, pa, v_tile(e));
-        if (PingPong) named_barrier_arrive(other_turn, kConsumerThreads);
+        if (PingPong) named_barrier_arrive(other_turn, 256);
         wgmma_wait<1>();  // S_{j+1} (committed first) is complete; O's product may still run
         if (releaser) mbarrier_arrive(&k_empty[(e + 1) % Stages]);
         float alpha[2];
@@ -550,10 +564,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
       }
       if (n_tiles > 0) {
         const int e = kv + n_tiles - 1;
-        if (PingPong) named_barrier_sync(my_turn, kConsumerThreads);
+        if (PingPong) named_barrier_sync(my_turn, 256);
         mbarrier_wait(&v_full[e % Stages], parity(e));
         Ops::pv(o, pa, v_tile(e));
-        if (PingPong) named_barrier_arrive(other_turn, kConsumerThreads);
+        if (PingPong) named_barrier_arrive(other_turn, 256);
         wgmma_wait<0>();
         if (releaser) mbarrier_arrive(&v_empty[e % Stages]);
       }
@@ -566,7 +580,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_forward_ws_kernel(const __g
     rescales += st.rescales;
     kv += n_tiles;
   }
-  if (PingPong && group == 0) named_barrier_sync(my_turn, kConsumerThreads);  // (group 1's last arrival)
+  if (PingPong && group == 0) named_barrier_sync(my_turn, 256);  // (the last group's last arrival)
   if constexpr (Rule::kSelective) {
     // (an integer sum: the same total in any order)
 #pragma unroll

@@ -54,8 +54,10 @@ template <class Out_, int D>
 struct E4m3Ops {
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
   static constexpr int kBlockN = fa3::kBlockN;  // keys per tile: one block exponent each
-  // (the kernel indexes Q's exponents by its query tile and K's and V's by its key tile)
-  static_assert(kCtaRows == kFp8BlockRows && kBlockN == kFp8BlockRows, "one block exponent per tile");
+  // (the kernel indexes K's and V's exponents by its key tile, and Q's by a group's first row: a group's 64
+  // rows lie in one block)
+  static_assert(kBlockN == kFp8BlockRows && kFp8BlockRows % kGroupRows == 0, "one block exponent per key tile and per group's rows");
+  static constexpr int kQBlockRows = kFp8BlockRows;
   using Out = Out_;
   static constexpr int kD = D;
   static constexpr int kPaSteps = 4;  // k32 steps over 128 keys

@@ -121,17 +121,18 @@ void launch_one_group(const Maps& m, const ForwardParams& p, cudaStream_t stream
   kernel<<<grid_of(p.shape, kGroupRows, "cuda.fa3"), 128, bytes, stream>>>(m.q, m.k, m.v, p);
 }
 
-template <class T, int D, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule, bool Persistent = false, int BlockN = kBlockN>
+template <class T, int D, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule, bool Persistent = false, int BlockN = kBlockN, int Groups = 2>
 void launch_ws(const Maps& m, const ForwardParams& p, cudaStream_t stream, const char* name) {
   using Ops = Wide16Ops<T, D, BlockN>;
-  constexpr std::size_t bytes = ws_smem_bytes<Ops, Stages, Persistent>();
+  using Layout = WsLayout<Groups>;
+  constexpr std::size_t bytes = ws_smem_bytes<Ops, Stages, Persistent, Groups>();
   static_assert(bytes <= kSm90SharedBytesPerBlock, "cuda.fa3 forward: shared memory beyond sm_90's 227 KiB per block");
-  auto* kernel = fa3_forward_ws_kernel<Ops, Stages, Overlap, PingPong, Rule, Persistent>;
+  auto* kernel = fa3_forward_ws_kernel<Ops, Stages, Overlap, PingPong, Rule, Persistent, Groups>;
   allow_smem(kernel, static_cast<int>(bytes), name);
   const AttentionShapeParams& s = p.shape;
-  const dim3 grid = grid_of(s, kCtaRows, "cuda.fa3");
+  const dim3 grid = grid_of(s, Layout::kCtaRows, "cuda.fa3");
   if constexpr (!Persistent) {
-    kernel<<<grid, kWsThreads, bytes, stream>>>(m.q, m.k, m.v, p, WorkTiles{}, BlockExponents{});
+    kernel<<<grid, Layout::kThreads, bytes, stream>>>(m.q, m.k, m.v, p, WorkTiles{}, BlockExponents{});
   } else {
     int device = 0, sms = 0, l2_bytes = 0;
     check_launch_result(cudaGetDevice(&device), name);
@@ -144,7 +145,7 @@ void launch_ws(const Maps& m, const ForwardParams& p, cudaStream_t stream, const
     const double pair_bytes = 2.0 * s.seq_k * D * sizeof(T) / (s.heads_q / s.heads_kv);
     while (work.section * 2 <= work.pairs && 2 * work.section * pair_bytes <= l2_bytes / 2.0) work.section *= 2;
     const int tiles = work.m_tiles * work.pairs;
-    kernel<<<std::min(tiles, sms), kWsThreads, bytes, stream>>>(m.q, m.k, m.v, p, work, BlockExponents{});
+    kernel<<<std::min(tiles, sms), Layout::kThreads, bytes, stream>>>(m.q, m.k, m.v, p, work, BlockExponents{});
   }
 }
 
@@ -171,7 +172,13 @@ void launch(Fa3Schedule schedule, int key_tile, const Maps& m, const ForwardPara
     case Fa3Schedule::ws_overlap: return launch_ws<T, D, 2, true, false>(m, p, stream, name);
     case Fa3Schedule::ws_overlap_pingpong: return launch_ws<T, D, 2, true, true>(m, p, stream, name);
     case Fa3Schedule::ws_overlap_pingpong_3stage: return launch_ws<T, D, 3, true, true>(m, p, stream, name);
+    case Fa3Schedule::ws_overlap_pingpong_3groups:
+      // (d = 64 only, checked by fa3_forward: at d = 128 ptxas serialises every wgmma for want of registers)
+      if constexpr (D == 64) return launch_ws<T, D, 2, true, true, Fa3Rule, false, kBlockN, 3>(m, p, stream, name);
+      break;
+    case Fa3Schedule::automatic: break;  // (resolved by fa3_forward)
   }
+  throw std::logic_error(std::string("cuda.fa3 forward: schedule ") + name + " reached the launcher unresolved");
 }
 
 }  // namespace
@@ -183,6 +190,8 @@ const char* fa3_schedule_name(Fa3Schedule schedule) {
     case Fa3Schedule::ws_overlap: return "ws_overlap";
     case Fa3Schedule::ws_overlap_pingpong: return "ws_overlap_pingpong";
     case Fa3Schedule::ws_overlap_pingpong_3stage: return "ws_overlap_pingpong_3stage";
+    case Fa3Schedule::ws_overlap_pingpong_3groups: return "ws_overlap_pingpong_3groups";
+    case Fa3Schedule::automatic: return "auto";
   }
   return "?";
 }
@@ -211,12 +220,21 @@ Maps maps_of(const ForwardParams& p, const char* family, int key_tile = kBlockN)
 }  // namespace
 
 void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream, int key_tile) {
-  if (key_tile != 128 && !(key_tile == 176 && schedule == Fa3Schedule::ws_overlap_pingpong)) {
+  const bool two_group_pingpong = schedule == Fa3Schedule::ws_overlap_pingpong || schedule == Fa3Schedule::automatic;
+  if (key_tile != 128 && !(key_tile == 176 && two_group_pingpong)) {
     throw std::runtime_error("cuda.fa3 forward: key tiles of " + std::to_string(key_tile) + " keys with schedule " + fa3_schedule_name(schedule) +
-                             ": 128 with every schedule, 176 with ws_overlap_pingpong");
+                             ": 128 with every schedule, 176 with ws_overlap_pingpong or auto");
   }
   const AttentionShapeParams& s = p.shape;
-  const Maps m = maps_of(p, "cuda.fa3", key_tile);
+  const Maps m = maps_of(p, "cuda.fa3", key_tile);  // (refuses head dims other than 64 and 128 first)
+  if (schedule == Fa3Schedule::ws_overlap_pingpong_3groups && s.head_dim != 64) {
+    throw std::runtime_error("cuda.fa3 forward: schedule ws_overlap_pingpong_3groups at head dim 64 only (got " + std::to_string(s.head_dim) +
+                             "): at 128, O, S and P of a group do not fit its 160 registers");
+  }
+  if (schedule == Fa3Schedule::automatic) {
+    // Three groups where a step's products are short (d = 64, 128-key tiles): H200, N = 8k, 394 -> 481 TFLOP/s (NOTES).
+    schedule = s.head_dim == 64 && key_tile == 128 ? Fa3Schedule::ws_overlap_pingpong_3groups : Fa3Schedule::ws_overlap_pingpong;
+  }
   const char* name = fa3_schedule_name(schedule);
   const bool fp16 = p.type == StorageType::fp16;
   if (s.head_dim == 128) {

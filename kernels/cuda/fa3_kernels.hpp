@@ -18,15 +18,19 @@ namespace fc::kernels::cuda {
 //   ws_overlap: ws, with the next tile's S = Q K^T issued with this tile's O += P V and the next softmax
 //     run while they compute (step 3);
 //   ws_overlap_pingpong: ws_overlap, the two groups taking turns to issue their products;
-//   ws_overlap_pingpong_3stage: the same with a 3-stage ring.
-enum class Fa3Schedule : std::uint8_t { one_group, ws, ws_overlap, ws_overlap_pingpong, ws_overlap_pingpong_3stage };
+//   ws_overlap_pingpong_3stage: the same with a 3-stage ring;
+//   ws_overlap_pingpong_3groups: ws_overlap_pingpong with three consumer warpgroups (192 rows per CTA) taking turns
+//     in a ring, 160 registers each: d = 64 only (at d = 128, O, S and P do not fit them);
+//   automatic: ws_overlap_pingpong_3groups at d = 64, ws_overlap_pingpong at d = 128 (and with 176-key tiles).
+enum class Fa3Schedule : std::uint8_t { one_group, ws, ws_overlap, ws_overlap_pingpong, ws_overlap_pingpong_3stage, ws_overlap_pingpong_3groups, automatic };
 const char* fa3_schedule_name(Fa3Schedule schedule);
 
 bool fa3_supports(const ForwardParams& p);  // head dim 64 or 128, strides TMA can describe
 
 // O and L (natural log) of every (batch, head), as fa2_forward writes them. key_tile: keys per K/V tile, 128, or 176
-// (FA3's tile for 16-bit d = 128 without a mask; schedule ws_overlap_pingpong only). The tile sets the points where
-// the running max may move, and so where P is rounded: cpu.fa3 with block_k = key_tile is its twin.
+// (FA3's tile for 16-bit d = 128 without a mask; schedules ws_overlap_pingpong and automatic, which then runs it). The
+// tile sets the points where the running max may move, and so where P is rounded: cpu.fa3 with block_k = key_tile is
+// its twin.
 void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream, int key_tile = 128);
 
 // dQ, dK, dV from the forward's O and L (fa3_backward.cu): D by fa2's kernel, then a key-tiled pass for dK and dV

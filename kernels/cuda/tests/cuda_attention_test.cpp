@@ -73,7 +73,8 @@ const GpuSubject kGpuSubjects[] = {
     {"hog_2pass_mma_sync", "cuda.hog.2pass", {{"passes", "mma_sync"}}, cpu::make_cpu_hog_two_pass, {Op::bwdbwd}, 0, 4},
     {"fa1", "cuda.fa1", {}, cpu::make_cpu_fa1, {Op::fwd, Op::bwd}, 64},
     // (registered on Hopper only: elsewhere its tests skip with that reason; the forward schedules other
-    // than auto's a quarter each: the same arithmetic, Fa3Schedules.* checks the same bits; the deterministic
+    // than auto's (three groups at d = 64, ws_overlap_pingpong at 128) a quarter each: the same arithmetic,
+    // Fa3Schedules.* checks the same bits; the deterministic
     // two-pass backward a quarter: its bits differ from the fused one's only in dQ's order of fp32 additions)
     {"fa3", "cuda.fa3", {}, cpu::make_cpu_fa3, {Op::fwd, Op::bwd}, 0},
     {"fa3_bwd_two_pass", "cuda.fa3", {{"bwd", "two_pass"}}, cpu::make_cpu_fa3, {Op::bwd}, 0, 4},
@@ -81,6 +82,8 @@ const GpuSubject kGpuSubjects[] = {
     {"fa3_ws", "cuda.fa3", {{"schedule", "ws"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     {"fa3_ws_overlap", "cuda.fa3", {{"schedule", "ws_overlap"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     {"fa3_ws_overlap_pingpong_3stage", "cuda.fa3", {{"schedule", "ws_overlap_pingpong_3stage"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
+    // (auto runs three groups at d = 64: this is the two-group schedule there)
+    {"fa3_ws_overlap_pingpong", "cuda.fa3", {{"schedule", "ws_overlap_pingpong"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     // (key tiles of 176: P is rounded against the running max of other tiles, so the twin tiles its keys the same way)
     {"fa3_key_tile_176", "cuda.fa3", {{"key_tile", "176"}}, make_cpu_fa3_key_tile_176, {Op::fwd}, 0},
     // (Hopper only, fwd only; FA4's softmax against the CPU twins with the same rules)

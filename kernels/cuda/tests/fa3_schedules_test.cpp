@@ -1,9 +1,9 @@
 // cuda.fa3's schedules (fa3_kernels.hpp) change when each step of the forward runs, not what it computes:
 // every schedule must give one_group's O and L bit for bit. The shapes reach each schedule's edges: one key
 // tile and several (the overlapped loop's last step is its own code; 1, 2, 3 and 5 tiles), key and query tails,
-// a CTA whose second warpgroup has no rows (Nq <= 64), both causal alignments (the lower warpgroup walks a
-// fully masked tile, and with Nq > Nk rows see no key), GQA, stochastic rounding (the same words), bf16 and
-// fp16, head dims 64 and 128.
+// a CTA whose second warpgroup has no rows (Nq <= 64; with three groups, Nq <= 128 leaves the third without),
+// both causal alignments (the lower warpgroups walk fully masked tiles, and with Nq > Nk rows see no key), GQA,
+// stochastic rounding (the same words), bf16 and fp16, head dims 64 and 128.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -31,7 +31,7 @@ TEST(Fa3Schedules, EveryScheduleGivesOneGroupsBits) {
   REQUIRE_HOPPER();
   auto reference = fa3_with("one_group");
   ASSERT_TRUE(reference) << "cuda.fa3 is not registered on this Hopper GPU";
-  const char* schedules[] = {"ws", "ws_overlap", "ws_overlap_pingpong", "ws_overlap_pingpong_3stage"};
+  const char* schedules[] = {"ws", "ws_overlap", "ws_overlap_pingpong", "ws_overlap_pingpong_3stage", "ws_overlap_pingpong_3groups", "auto"};
   std::vector<gradcheck::Case> cases;
   for (const char* policy : {"bf16", "bf16,round=sr,seed=5", "fp16"}) {
     for (int d : {64, 128}) {
@@ -55,6 +55,7 @@ TEST(Fa3Schedules, EveryScheduleGivesOneGroupsBits) {
     const gradcheck::Outputs want = gradcheck::Caller(*reference, c).fwd(in.q, in.k, in.v);
     for (const char* schedule : schedules) {
       auto subject = fa3_with(schedule);
+      if (!subject->info().supports_head_dim(c.shape.head_dim)) continue;  // (3groups: d = 64 only)
       const gradcheck::Outputs got = gradcheck::Caller(*subject, c).fwd(in.q, in.k, in.v);
       for (const char* t : {"O", "L"}) {
         const testing::Difference d = testing::differing(got.at(t).values(), want.at(t).values());

@@ -178,7 +178,7 @@ std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor& q, const at::T
   if (is_fa3(kernel)) {
     // (kernel_ready's tensors are TMA-readable: unit stride along D, 16-byte aligned base and strides, none 0)
     TORCH_CHECK(cuda::fa3_supports(f), "flashcheck.", op, ": cuda.fa3 cannot describe these tensors to TMA");
-    launch(op, [&] { cuda::fa3_forward(f, cuda::Fa3Schedule::ws_overlap_pingpong, current_stream(q)); });  // (cuda.fa3's auto)
+    launch(op, [&] { cuda::fa3_forward(f, cuda::Fa3Schedule::automatic, current_stream(q)); });  // (cuda.fa3's auto)
   } else {
     launch(op, [&] { cuda::fa2_forward(f, current_stream(q)); });
   }
