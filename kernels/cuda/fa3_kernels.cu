@@ -149,15 +149,18 @@ void launch_ws(const Maps& m, const ForwardParams& p, cudaStream_t stream, const
   }
 }
 
+// (the grid scheduler with three consumer warpgroups at d = 64, as cuda.fa3's auto; the persistent one keeps two:
+// with three, its work loop's state spills about 1.8 KB of reloads in ptxas's count)
 template <class T, int D>
 void launch_fa4(const Fa4Options& options, const Maps& m, const ForwardParams& p, cudaStream_t stream, const char* name) {
+  constexpr int G = D == 64 ? 3 : 2;
   const int variant = options.emulated_eighths * 2 + (options.persistent ? 1 : 0);
   switch (variant) {
-    case 0: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 0>, false>(m, p, stream, name);
+    case 0: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 0>, false, kBlockN, G>(m, p, stream, name);
     case 1: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 0>, true>(m, p, stream, name);
-    case 2: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 1>, false>(m, p, stream, name);
+    case 2: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 1>, false, kBlockN, G>(m, p, stream, name);
     case 3: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 1>, true>(m, p, stream, name);
-    case 8: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 4>, false>(m, p, stream, name);
+    case 8: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 4>, false, kBlockN, G>(m, p, stream, name);
     case 9: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 4>, true>(m, p, stream, name);
     default: throw std::runtime_error("cuda.fa4: exp2 emulation on " + std::to_string(options.emulated_eighths) + " eighths: compiled for 0, 1, 4");
   }
