@@ -386,15 +386,32 @@ struct WorkTiles {
   }
 };
 
+// Timeline stamps of the overlapped loop, for kernels/cuda/tools/fa3_timeline.cu (NOTES: "Where a step's time goes").
+// NoTimeline, every launcher's, compiles to nothing. ClockTimeline: thread 0 of each consumer group writes clock64()
+// at each point of each step of the CTAs (x < kCtas, head, batch 0) into stamps[kCtas][kMaxGroups][kSteps][kPoints].
+enum TimelinePoint : int { kTurnWait, kIssue, kIssued, kSReady, kSoftmaxDone, kPvDone, kPacked, kTimelinePoints };
+struct NoTimeline {
+  __device__ void mark(int /*group*/, int /*step*/, TimelinePoint /*point*/) const {}
+};
+struct ClockTimeline {
+  static constexpr int kCtas = 8, kMaxGroups = 3, kSteps = 256;
+  long long* stamps = nullptr;
+  int head = 0;
+  __device__ void mark(int group, int step, TimelinePoint point) const {
+    if (threadIdx.x % 128 != 0 || blockIdx.y != static_cast<unsigned>(head) || blockIdx.z != 0 || blockIdx.x >= kCtas || step >= kSteps) return;
+    stamps[((blockIdx.x * kMaxGroups + group) * kSteps + step) * kTimelinePoints + point] = clock64();
+  }
+};
+
 template <class Ops, int Stages, bool Persistent, int Groups = 2>
 constexpr std::size_t ws_smem_bytes() {
   return (Persistent ? 2 : 1) * Groups * Ops::kQBytes + Stages * (Ops::kKBytes + Ops::kVBytes) + 1024;
 }
 
-template <class Ops, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule, bool Persistent = false, int Groups = 2>
+template <class Ops, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule, bool Persistent = false, int Groups = 2, class Timeline = NoTimeline>
 __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                                                                                       const __grid_constant__ CUtensorMap v_map, const ForwardParams p,
-                                                                                      const WorkTiles work, const BlockExponents ex) {
+                                                                                      const WorkTiles work, const BlockExponents ex, const Timeline timeline) {
   static_assert(!PingPong || Overlap, "the turns cover the pair of products a step issues together");
   static_assert(!Ops::kBlockScales || Overlap, "block exponents are applied by the overlapped schedule");
   constexpr int D = Ops::kD, BlockN = Ops::kBlockN;
@@ -541,14 +558,18 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
       }
       for (int j = 0; j + 1 < n_tiles; ++j) {
         const int e = kv + j;
+        timeline.mark(group, j, kTurnWait);
         if (PingPong) named_barrier_sync(my_turn, 256);
+        timeline.mark(group, j, kIssue);
         float sc[BlockN / 8][4];
         mbarrier_wait(&k_full[(e + 1) % Stages], parity(e + 1));
         Ops::qk(sc, sQg, k_tile(e + 1));
         mbarrier_wait(&v_full[e % Stages], parity(e));
         Ops::pv(o, pa, v_tile(e));
         if (PingPong) named_barrier_arrive(other_turn, 256);
+        timeline.mark(group, j, kIssued);
         wgmma_wait<1>();  // S_{j+1} (committed first) is complete; O's product may still run
+        timeline.mark(group, j, kSReady);
         if (releaser) mbarrier_arrive(&k_empty[(e + 1) % Stages]);
         float alpha[2];
         softmax_tile<Rule>(sc, st, alpha, j + 1, th, s, scale2_of(j + 1));
@@ -557,10 +578,13 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
           const float to_next = ldexpf(1.f, o_exp - next);
           alpha[0] *= to_next, alpha[1] *= to_next, o_exp = next;
         }
+        timeline.mark(group, j, kSoftmaxDone);
         wgmma_wait<0>();
+        timeline.mark(group, j, kPvDone);
         if (releaser) mbarrier_arrive(&v_empty[e % Stages]);
         rescale(o, alpha);
         Ops::pack(pa, sc);
+        timeline.mark(group, j, kPacked);
       }
       if (n_tiles > 0) {
         const int e = kv + n_tiles - 1;

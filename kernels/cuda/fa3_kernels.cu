@@ -132,7 +132,7 @@ void launch_ws(const Maps& m, const ForwardParams& p, cudaStream_t stream, const
   const AttentionShapeParams& s = p.shape;
   const dim3 grid = grid_of(s, Layout::kCtaRows, "cuda.fa3");
   if constexpr (!Persistent) {
-    kernel<<<grid, Layout::kThreads, bytes, stream>>>(m.q, m.k, m.v, p, WorkTiles{}, BlockExponents{});
+    kernel<<<grid, Layout::kThreads, bytes, stream>>>(m.q, m.k, m.v, p, WorkTiles{}, BlockExponents{}, NoTimeline{});
   } else {
     int device = 0, sms = 0, l2_bytes = 0;
     check_launch_result(cudaGetDevice(&device), name);
@@ -145,7 +145,7 @@ void launch_ws(const Maps& m, const ForwardParams& p, cudaStream_t stream, const
     const double pair_bytes = 2.0 * s.seq_k * D * sizeof(T) / (s.heads_q / s.heads_kv);
     while (work.section * 2 <= work.pairs && 2 * work.section * pair_bytes <= l2_bytes / 2.0) work.section *= 2;
     const int tiles = work.m_tiles * work.pairs;
-    kernel<<<std::min(tiles, sms), Layout::kThreads, bytes, stream>>>(m.q, m.k, m.v, p, work, BlockExponents{});
+    kernel<<<std::min(tiles, sms), Layout::kThreads, bytes, stream>>>(m.q, m.k, m.v, p, work, BlockExponents{}, NoTimeline{});
   }
 }
 
