@@ -320,7 +320,8 @@ class CudaFa3 final : public CudaAttentionSubject {
                       "one_group (step 1: a warpgroup per 64 rows, no overlap), ws (a producer warp, two consumer warpgroups), "
                       "ws_overlap (and Q K^T of the next tile issued with P V), ws_overlap_pingpong (and the groups take turns), "
                       "ws_overlap_pingpong_3stage (with a 3-stage ring), ws_overlap_pingpong_3groups (three consumer warpgroups in "
-                      "turn, 192 rows per CTA; d = 64 only), or auto (3groups at d = 64, ws_overlap_pingpong at d = 128 and with "
+                      "turn, 192 rows per CTA; d = 64 only, so the subject then offers d = 64 alone, its backward too), or auto (3groups "
+                      "at d = 64, ws_overlap_pingpong at d = 128 and with "
                       "key_tile=176)"},
                      {"bwd", "fused",
                       "fused (one key-tiled pass; dQ's partials added into an fp32 accumulator by atomics, so its bits vary "
@@ -379,7 +380,8 @@ class CudaFa3 final : public CudaAttentionSubject {
   int key_tile_ = 128;
 };
 
-// cuda.fa4 (kernels/cuda/NOTES.md): cuda.fa3's forward pipeline (ws_overlap_pingpong) with FA4's softmax:
+// cuda.fa4 (kernels/cuda/NOTES.md): cuda.fa3's forward pipeline (ws_overlap_pingpong; with the grid scheduler at
+// d = 64, three groups as cuda.fa3's auto) with FA4's softmax:
 // selective rescaling (tau, log2 units, default 8; the count of rescales per row and key tile after the first
 // is the counter `rescales`), the cubic exp2 emulation on a share of the exponentials (exp2_fraction: 0, 0.125 or
 // 0.5, the columns cpu.fa4.emulated emulates) and a persistent longest-first scheduler (scheduler=persistent).
@@ -388,7 +390,7 @@ class CudaFa4 final : public CudaAttentionSubject {
  public:
   CudaFa4() {
     info_ = cuda_attention_info("cuda.fa4",
-                        "FA4-style forward on Hopper: cuda.fa3's pipeline (TMA ring, producer warpgroup, two consumer warpgroups taking "
+                        "FA4-style forward on Hopper: cuda.fa3's pipeline (TMA ring, producer warpgroup, two consumer warpgroups (three at d = 64 with the grid scheduler) taking "
                         "turns, Q K^T of the next tile issued with P V) with selective rescaling (the running max raised only when a "
                         "tile's max exceeds it by tau; rescales counted) and the cubic exp2 emulation on a share of the exponentials; "
                         "bf16 and fp16, d = 64 and 128; fwd only");

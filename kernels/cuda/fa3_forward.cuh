@@ -1,7 +1,7 @@
 // The parts of FlashAttention-3's forward on Hopper that every operand format shares (kernels/cuda/NOTES.md,
 // "cuda.fa3, cuda.fa4"): the online softmax (SoftmaxRule: FA3's and FA4's), the epilogue, the work-tile
 // order, and the warp-specialised kernel fa3_forward_ws_kernel (a producer warpgroup issuing TMA copies into a
-// K/V ring, two consumer warpgroups issuing wgmma). What differs between 16-bit and FP8 operands is an
+// K/V ring, two or three consumer warpgroups issuing wgmma in turn). What differs between 16-bit and FP8 operands is an
 // Operands class, which the kernel calls for every format-specific step:
 //   - Wide16Ops<T, D> (here): bf16 or fp16 Q, K, V; S by m64n128k16 from shared memory, P rounded to T in
 //     registers, V's tile MN-major (cuda.fa3, cuda.fa4; fa3_kernels.cu);
@@ -342,12 +342,13 @@ struct BlockExponents {
   int q_blocks = 0, k_blocks = 0;
 };
 
-// --- steps 2 and 3: a producer warp and two consumer warpgroups --------------------------------------------
-// Threads 0-255: consumer warpgroups 0 and 1 (rows m0 and m0 + 64); threads 256-383: the producer warpgroup
-// (one lane issues every copy). 384 threads would get 168 registers each; the producer gives most of its own
-// back (setmaxnreg: 24) and the consumers take them (240: O, S of two tiles and P live at once). K and V have their own
-// full and empty barriers per stage, so a K buffer is refilled as soon as both groups' S = Q K^T on it is
-// complete, not when the tile's P V is.
+// --- steps 2 and 3: a producer warp and two (or three) consumer warpgroups ------------------------------------
+// The two-group layout (also the backward's and Flash Hog's): threads 0-255, consumer warpgroups 0 and 1 (rows m0
+// and m0 + 64); threads 256-383, the producer warpgroup (one lane issues every copy). 384 threads would get 168
+// registers each; the producer gives most of its own back (setmaxnreg: 24) and the consumers take them (240: O, S
+// of two tiles and P live at once). K and V have their own full and empty barriers per stage, so a K buffer is
+// refilled as soon as every group's S = Q K^T on it is complete, not when the tile's P V is. (WsLayout below: the
+// forward's layouts with two or three groups.)
 constexpr int kConsumers = 2, kConsumerThreads = 128 * kConsumers, kWsThreads = kConsumerThreads + 128;
 constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;  // 128 x 24 + 256 x 240 <= 65536
 constexpr int kTurnBarrier = 1;  // named barriers 1 .. Groups: consumer group g waits on kTurnBarrier + g
@@ -428,7 +429,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   const AttentionShapeParams& s = p.shape;
   const int tiles = work.count(Persistent);
   const auto key_tiles_of = [&](const CtaTile& c) {
-    // (both groups walk all of them: the lower group's extra causal tile is fully masked for it)
+    // (every group walks all of them: the lower groups' extra causal tiles are fully masked for them)
     return key_tiles<BlockN>(s, c.m_tile * kRows, kRows);
   };
   constexpr unsigned kReleasers = 4 * kGroups;  // one arrival per consumer warp
@@ -516,7 +517,9 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
     const int* v_exps = nullptr;
     if constexpr (Ops::kBlockScales) {
       const int hk = c.h / (s.heads_q / s.heads_kv);
-      q_exp = ex.q[(c.b * s.heads_q + c.h) * ex.q_blocks + th.m0 / Ops::kQBlockRows];  // (this group's rows lie in one block)
+      // (a group's rows lie in one block; a group wholly past Nq, whose rows are never stored, takes the last
+      // block's exponent rather than reading past the head's)
+      q_exp = ex.q[(c.b * s.heads_q + c.h) * ex.q_blocks + min(th.m0 / Ops::kQBlockRows, ex.q_blocks - 1)];
       k_exps = ex.k + (c.b * s.heads_kv + hk) * ex.k_blocks, v_exps = ex.v + (c.b * s.heads_kv + hk) * ex.k_blocks;
     }
     const auto scale2_of = [&](int j) { return Ops::kBlockScales ? ldexpf(scale2, q_exp + k_exps[j]) : scale2; };

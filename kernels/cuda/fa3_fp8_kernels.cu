@@ -1,5 +1,5 @@
 // cuda.fa3.fp8's forward (kernels/cuda/NOTES.md, "cuda.fa3.fp8"): cuda.fa3's warp-specialised pipeline
-// (fa3_forward.cuh: producer warpgroup, K/V ring, two consumer warpgroups taking turns, the next S issued with
+// (fa3_forward.cuh: producer warpgroup, K/V ring, two consumer warpgroups (three at d = 64) taking turns, the next S issued with
 // this tile's P V) with e4m3 operands on the FP8 tensor cores (QGMMA, hopper/wgmma_e4m3.cuh):
 //   - S = Q K^T by m64n128k32 from shared memory, both K-major (Q and K as stored: d innermost);
 //   - P rounded to e4m3 (RN, saturating; P <= 1) straight from S's accumulator registers into A fragments;

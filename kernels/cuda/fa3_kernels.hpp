@@ -38,7 +38,8 @@ void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stre
 // and a query-tiled dQ pass (p.deterministic: two passes, no atomics); p.delta is the D workspace.
 void fa3_backward(const BackwardParams& p, cudaStream_t stream);
 
-// cuda.fa4's forward: ws_overlap_pingpong with FA4's softmax (fa3_forward.cuh, SoftmaxRule): the running max
+// cuda.fa4's forward: ws_overlap_pingpong (three groups at d = 64 with the grid scheduler) with FA4's softmax
+// (fa3_forward.cuh, SoftmaxRule): the running max
 // raised only when a tile's max exceeds it by p.rescale_threshold or more (log2 units; the count added to
 // *p.rescale_count when set), and emulated_eighths / 8 of the exponentials (0, 1 or 4) by the cubic exp2
 // emulation on the FMA pipes; persistent: one CTA per SM walking the work tiles longest first (WorkTiles)

@@ -10,8 +10,9 @@
 //   PV wait     until P_j V_j is complete;
 //   pack        O's rescale and P_{j+1} into A fragments;
 //   period      from one step's issue to the next.
-// Medians over the steady state (steps 2 .. n - 3) of 8 CTAs of one head. The stamps cost a few percent; the
-// tensor pipe's share is the group's products at the dense rate (4096 bf16 FLOP per clock per SM) over the period.
+// Medians over the steady state (loop steps 2 .. n - 3 of a CTA's n = key tiles - 1) of the 8 CTAs with the last
+// query tiles of one head (under a causal mask, the longest). The stamps cost a few percent; the tensor pipe's
+// share is the groups' products at the dense rate (4096 bf16 FLOP per clock per SM) over the period.
 //
 // Usage: fa3-timeline [--d 64|128] [--n N] [--key-tile 128|176] [--groups 2|3] [--causal] [--repeats R]
 #include <cuda_bf16.h>
@@ -80,6 +81,7 @@ Config parse(int argc, char** argv) {
   if (c.groups != 2 && c.groups != 3) usage_error("--groups " + std::to_string(c.groups) + ": 2 or 3");
   if (c.groups == 3 && (c.d != 64 || c.key_tile != 128)) usage_error("--groups 3 runs at --d 64 with --key-tile 128 only (cuda.fa3's registers)");
   if (c.n > 16384 || 16384 % c.n != 0) usage_error("--n " + std::to_string(c.n) + ": a divisor of 16384 (B = 16384 / N)");
+  if (c.n < 8 * c.key_tile) usage_error("--n " + std::to_string(c.n) + ": at least 8 key tiles (" + std::to_string(8 * c.key_tile) + "), for steady-state steps");
   return c;
 }
 
@@ -115,6 +117,7 @@ struct Run {
 template <int D, int BlockN, int Groups>
 void measure(const Config& c, const ForwardParams& p) {
   using R = Run<D, BlockN, Groups>;
+  using Layout = typename R::Layout;
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "cudaEventCreate");
   check(cudaEventCreate(&stop), "cudaEventCreate");
@@ -151,11 +154,16 @@ void measure(const Config& c, const ForwardParams& p) {
   std::printf("one group's products per step at the dense rate: %.0f clocks; medians in SM clocks over the steady-state steps of %d CTAs:\n", products, kCtas);
   std::printf("%-6s %10s %8s %8s %8s %8s %8s %8s %8s %12s\n", "group", "turn wait", "issue", "S wait", "softmax", "PV wait", "pack", "period", "steps",
               "tensor busy");
-  const int n_tiles = (s.seq_k + BlockN - 1) / BlockN;
+  const int m_tiles = (s.seq_q + Layout::kCtaRows - 1) / Layout::kCtaRows;
+  bool any = false;
   for (int g = 0; g < Groups; ++g) {
     std::vector<double> phase[kTimelinePoints];  // phase i: from point i to point i + 1; the last: the period
-    for (int cta = 0; cta < kCtas; ++cta) {
-      for (int j = 2; j + 3 < n_tiles - 1 && j + 1 < kSteps; ++j) {  // (steps 0 .. n_tiles - 2 are the loop's)
+    for (int cta = 0; cta < kCtas && cta < m_tiles; ++cta) {
+      // (CTA x holds query tile m_tiles - 1 - x, cta_tile(); its key tiles as the kernel counts them)
+      const int m0 = (m_tiles - 1 - cta) * Layout::kCtaRows, rows = std::min(Layout::kCtaRows, s.seq_q - m0);
+      const int visible = c.causal ? std::min(s.seq_k, m0 + rows + s.causal_offset()) : s.seq_k;
+      const int n_tiles = (visible + BlockN - 1) / BlockN;
+      for (int j = 2; j + 4 <= n_tiles && j + 1 < kSteps; ++j) {  // (the loop's steps are 0 .. n_tiles - 2)
         const long long* r = h.data() + ((static_cast<std::size_t>(cta) * kGroupsMax + g) * kSteps + j) * kTimelinePoints;
         const long long* next = r + kTimelinePoints;
         if (r[kTurnWait] == 0 || next[kIssue] == 0) continue;
@@ -163,10 +171,12 @@ void measure(const Config& c, const ForwardParams& p) {
         phase[kTimelinePoints - 1].push_back(static_cast<double>(next[kIssue] - r[kIssue]));
       }
     }
+    any = any || !phase[0].empty();
     const double period = median(phase[kTimelinePoints - 1]);
     std::printf("%-6d %10.0f %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f %8zu %11.0f%%\n", g, median(phase[0]), median(phase[1]), median(phase[2]), median(phase[3]),
                 median(phase[4]), median(phase[5]), period, phase[0].size(), 100.0 * Groups * products / period);
   }
+  if (!any) throw std::runtime_error("no steady-state step was stamped (too few key tiles per CTA)");
 }
 
 template <int D>
