@@ -352,6 +352,7 @@ struct BlockExponents {
 constexpr int kConsumers = 2, kConsumerThreads = 128 * kConsumers, kWsThreads = kConsumerThreads + 128;
 constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;  // 128 x 24 + 256 x 240 <= 65536
 constexpr int kTurnBarrier = 1;  // named barriers 1 .. Groups: consumer group g waits on kTurnBarrier + g
+constexpr int kTurnThreads = 2 * 128;  // a turn barrier joins two consumer groups (the one waiting, the one before it)
 constexpr int kCtaRows = kConsumers * kGroupRows;
 
 // The forward's CTA with Groups consumer warpgroups of 64 rows (2: the layout above; 3: FA3's for d = 64, more
@@ -364,6 +365,11 @@ struct WsLayout {
   static constexpr int kConsumerRegisters = Groups == 2 ? 240 : 160;
   static_assert(128 * kProducerRegisters + kConsumerThreads * kConsumerRegisters <= 65536, "the register file");
 };
+// The forward's consumer groups by head dim, for every launcher that picks them (cuda.fa3's auto, cuda.fa4's grid
+// scheduler, cuda.fa3.fp8): three at d = 64, where a step's products are short (NOTES: +15-22 % at N >= 8k), two
+// at d = 128, where O, S and P of a group do not fit three groups' 160 registers.
+template <int D>
+constexpr int kForwardGroups = D == 64 ? 3 : 2;
 
 // The work tiles a CTA walks. One CTA per tile (the grid of cta_tile()), or a persistent grid of one CTA per SM
 // taking tiles in longest-processing-time-first order (cuda.fa4's scheduler): CTA c starts with tile c, and
@@ -488,10 +494,9 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   const auto v_tile = [&](int e) { return sV + (e % Stages) * Ops::kVBytes; };
   // Turns (PingPong), in a ring: group g issues its products after a sync on its own barrier and arrives on
   // the next group's after. The last group arrives once first (group 0 goes first) and after every turn;
-  // group 0 syncs once more at the end, so every arrival is matched whatever the number of turns. (Each
-  // barrier joins two groups: 256 threads.)
+  // group 0 syncs once more at the end, so every arrival is matched whatever the number of turns.
   const int my_turn = kTurnBarrier + group, other_turn = kTurnBarrier + (group + 1) % kGroups;
-  if (PingPong && group == kGroups - 1) named_barrier_arrive(other_turn, 256);
+  if (PingPong && group == kGroups - 1) named_barrier_arrive(other_turn, kTurnThreads);
   int rescales = 0, kv = 0;
   for (int local = 0; local < (Persistent ? tiles : 1); ++local) {
     const int qb = local % kQBuffers;
@@ -562,14 +567,14 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
       for (int j = 0; j + 1 < n_tiles; ++j) {
         const int e = kv + j;
         timeline.mark(group, j, kTurnWait);
-        if (PingPong) named_barrier_sync(my_turn, 256);
+        if (PingPong) named_barrier_sync(my_turn, kTurnThreads);
         timeline.mark(group, j, kIssue);
         float sc[BlockN / 8][4];
         mbarrier_wait(&k_full[(e + 1) % Stages], parity(e + 1));
         Ops::qk(sc, sQg, k_tile(e + 1));
         mbarrier_wait(&v_full[e % Stages], parity(e));
         Ops::pv(o, pa, v_tile(e));
-        if (PingPong) named_barrier_arrive(other_turn, 256);
+        if (PingPong) named_barrier_arrive(other_turn, kTurnThreads);
         timeline.mark(group, j, kIssued);
         wgmma_wait<1>();  // S_{j+1} (committed first) is complete; O's product may still run
         timeline.mark(group, j, kSReady);
@@ -591,10 +596,10 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
       }
       if (n_tiles > 0) {
         const int e = kv + n_tiles - 1;
-        if (PingPong) named_barrier_sync(my_turn, 256);
+        if (PingPong) named_barrier_sync(my_turn, kTurnThreads);
         mbarrier_wait(&v_full[e % Stages], parity(e));
         Ops::pv(o, pa, v_tile(e));
-        if (PingPong) named_barrier_arrive(other_turn, 256);
+        if (PingPong) named_barrier_arrive(other_turn, kTurnThreads);
         wgmma_wait<0>();
         if (releaser) mbarrier_arrive(&v_empty[e % Stages]);
       }
@@ -607,7 +612,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
     rescales += st.rescales;
     kv += n_tiles;
   }
-  if (PingPong && group == 0) named_barrier_sync(my_turn, 256);  // (the last group's last arrival)
+  if (PingPong && group == 0) named_barrier_sync(my_turn, kTurnThreads);  // (the last group's last arrival)
   if constexpr (Rule::kSelective) {
     // (an integer sum: the same total in any order)
 #pragma unroll

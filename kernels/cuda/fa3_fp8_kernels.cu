@@ -185,12 +185,12 @@ void require_grid(int heads, int batch, const char* what) {
 // --- the forward ---------------------------------------------------------------------------------------------
 // (A 3-stage ring measured 1-3 % slower than 2 stages at d = 128, N = 4k and 16k, H200, 163e754: the FP8 tiles
 // arrive in time with two.)
-// Three consumer warpgroups at d = 64, as cuda.fa3's auto (two at d = 128: O, S and P do not fit 160 registers,
-// and ptxas serialises the wgmma). The layout changes when rows are computed, not how: the same bits.
+// kForwardGroups<D> consumer warpgroups (three at d = 64). The layout changes when rows are computed, not how:
+// the same bits.
 template <class Out, int D>
 void launch_fp8(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& vt, const ForwardParams& p, const BlockExponents& ex, cudaStream_t stream) {
   using Ops = E4m3Ops<Out, D>;
-  constexpr int kStages = 2, kGroups = D == 64 ? 3 : 2;
+  constexpr int kStages = 2, kGroups = kForwardGroups<D>;
   using Layout = WsLayout<kGroups>;
   constexpr std::size_t bytes = ws_smem_bytes<Ops, kStages, false, kGroups>();
   static_assert(bytes <= kSm90SharedBytesPerBlock, "cuda.fa3.fp8: shared memory beyond sm_90's 227 KiB per block");

@@ -149,11 +149,11 @@ void launch_ws(const Maps& m, const ForwardParams& p, cudaStream_t stream, const
   }
 }
 
-// (the grid scheduler with three consumer warpgroups at d = 64, as cuda.fa3's auto; the persistent one keeps two:
-// with three, its work loop's state spills about 1.8 KB of reloads in ptxas's count)
+// (the grid scheduler with kForwardGroups<D> consumer warpgroups; the persistent one keeps two: with three, its
+// work loop's state spills about 1.8 KB of reloads in ptxas's count)
 template <class T, int D>
 void launch_fa4(const Fa4Options& options, const Maps& m, const ForwardParams& p, cudaStream_t stream, const char* name) {
-  constexpr int G = D == 64 ? 3 : 2;
+  constexpr int G = kForwardGroups<D>;
   const int variant = options.emulated_eighths * 2 + (options.persistent ? 1 : 0);
   switch (variant) {
     case 0: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 0>, false, kBlockN, G>(m, p, stream, name);
@@ -179,9 +179,9 @@ void launch(Fa3Schedule schedule, int key_tile, const Maps& m, const ForwardPara
       // (d = 64 only, checked by fa3_forward: at d = 128 ptxas serialises every wgmma for want of registers)
       if constexpr (D == 64) return launch_ws<T, D, 2, true, true, Fa3Rule, false, kBlockN, 3>(m, p, stream, name);
       break;
-    case Fa3Schedule::automatic: break;  // (resolved by fa3_forward)
+    case Fa3Schedule::automatic: return launch_ws<T, D, 2, true, true, Fa3Rule, false, kBlockN, kForwardGroups<D>>(m, p, stream, name);
   }
-  throw std::logic_error(std::string("cuda.fa3 forward: schedule ") + name + " reached the launcher unresolved");
+  throw std::logic_error(std::string("cuda.fa3 forward: schedule ") + name + " at head dim " + std::to_string(D));
 }
 
 }  // namespace
@@ -233,10 +233,6 @@ void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stre
   if (schedule == Fa3Schedule::ws_overlap_pingpong_3groups && s.head_dim != 64) {
     throw std::runtime_error("cuda.fa3 forward: schedule ws_overlap_pingpong_3groups at head dim 64 only (got " + std::to_string(s.head_dim) +
                              "): at 128, O, S and P of a group do not fit its 160 registers");
-  }
-  if (schedule == Fa3Schedule::automatic) {
-    // Three groups where a step's products are short (d = 64, 128-key tiles): H200, N = 8k, 394 -> 481 TFLOP/s (NOTES).
-    schedule = s.head_dim == 64 && key_tile == 128 ? Fa3Schedule::ws_overlap_pingpong_3groups : Fa3Schedule::ws_overlap_pingpong;
   }
   const char* name = fa3_schedule_name(schedule);
   const bool fp16 = p.type == StorageType::fp16;
