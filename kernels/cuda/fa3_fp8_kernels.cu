@@ -49,40 +49,53 @@ __device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
   return lo | (hi << 16);
 }
 
-// The Operands of fa3_forward_ws_kernel for e4m3 Q, K and V^T; O stored as Out (bf16 or fp16).
-template <class Out_, int D>
+// The Operands of fa3_forward_ws_kernel for e4m3 Q, K and V^T; O stored as Out (bf16 or fp16). Key tiles of
+// BlockN: 128, or 224 at d = 128 (block_k=224, FA3's FP8 tile: a step's products are half of bf16's, so a longer
+// tile spreads the step's fixed costs over more keys). K and V carry one block exponent per key tile.
+template <class Out_, int D, int BlockN = fa3::kBlockN>
 struct E4m3Ops {
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
-  static constexpr int kBlockN = fa3::kBlockN;  // keys per tile: one block exponent each
+  static_assert(BlockN == 128 || (BlockN == 224 && D == 128), "key tiles of 128, or 224 at d = 128");
+  static constexpr int kBlockN = BlockN;  // keys per tile: one block exponent each
   // (the kernel indexes K's and V's exponents by its key tile, and Q's by a group's first row: a group's 64
   // rows lie in one block)
-  static_assert(kBlockN == kFp8BlockRows && kFp8BlockRows % kGroupRows == 0, "one block exponent per key tile and per group's rows");
+  static_assert(kFp8BlockRows % kGroupRows == 0, "a group's rows in one block");
   static constexpr int kQBlockRows = kFp8BlockRows;
   using Out = Out_;
   static constexpr int kD = D;
-  static constexpr int kPaSteps = 4;  // k32 steps over 128 keys
-  static constexpr unsigned kQBytes = kGroupRows * D, kKBytes = kBlockN * D, kVBytes = D * kBlockN;
+  static constexpr int kPaSteps = BlockN / 32;  // k32 steps over a tile's keys
+  // V^T's tile in boxes of 128 keys (128-byte rows, the 128-byte swizzle): one, or two for 224 keys, whose second
+  // box's last 32 keys go unread (TMA's box must not be wider than the swizzle; 224 is no multiple of 64 or 128).
+  static constexpr int kVtBoxes = (BlockN + 127) / 128;
+  static constexpr unsigned kVtBoxBytes = D * 128;
+  static constexpr unsigned kQBytes = kGroupRows * D, kKBytes = kBlockN * D, kVBytes = kVtBoxes * kVtBoxBytes;
   static constexpr bool kBlockScales = true;
-  // One box each: Q's 64 rows x d, K's 128 keys x d, V^T's d rows x 128 keys (coordinates innermost first).
+  // One box each: Q's 64 rows x d, K's BlockN keys x d; V^T's d rows x 128 keys per box (coordinates innermost first).
   __device__ static void load_q(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) { tma_load_4d(dst, map, bar, 0, row0, h, b); }
   __device__ static void load_k(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) { tma_load_4d(dst, map, bar, 0, key0, hk, b); }
-  __device__ static void load_v(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) { tma_load_4d(dst, map, bar, key0, 0, hk, b); }
+  __device__ static void load_v(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) {
+    for (int box = 0; box < kVtBoxes; ++box) tma_load_4d(dst + box * kVtBoxBytes, map, bar, key0 + 128 * box, 0, hk, b);
+  }
 
   __device__ static std::uint64_t d_major(const void* p) { return D == 128 ? wgmma_descriptor_sw128(p) : wgmma_descriptor_sw64(p); }
 
-  __device__ static void qk(float (&sc)[16][4], const unsigned char* sQ, const unsigned char* sK) {
+  __device__ static void qk(float (&sc)[BlockN / 8][4], const unsigned char* sQ, const unsigned char* sK) {
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < D / 32; ++k) {
-      wgmma_m64n128k32_e4m3_ss(reinterpret_cast<float(&)[64]>(sc), wgmma_descriptor_advance(d_major(sQ), k), wgmma_descriptor_advance(d_major(sK), k), k > 0);
+      if constexpr (BlockN == 224) {
+        wgmma_m64n224k32_e4m3_ss(reinterpret_cast<float(&)[112]>(sc), wgmma_descriptor_advance(d_major(sQ), k), wgmma_descriptor_advance(d_major(sK), k), k > 0);
+      } else {
+        wgmma_m64n128k32_e4m3_ss(reinterpret_cast<float(&)[64]>(sc), wgmma_descriptor_advance(d_major(sQ), k), wgmma_descriptor_advance(d_major(sK), k), k > 0);
+      }
     }
     wgmma_commit();
   }
   // k32 step kk covers S's n8 blocks 4 kk .. 4 kk + 3: a[0] = row g's pairs of blocks 0 and 1, a[1] row g + 8's,
   // a[2] and a[3] the same of blocks 2 and 3 (hence V^T's key order, fp8_key_of_slot).
-  __device__ static void pack(std::uint32_t (&pa)[kPaSteps][4], const float (&sc)[16][4]) {
+  __device__ static void pack(std::uint32_t (&pa)[kPaSteps][4], const float (&sc)[BlockN / 8][4]) {
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
+    for (int kk = 0; kk < kPaSteps; ++kk) {
       const float(&b0)[4] = sc[4 * kk];
       const float(&b1)[4] = sc[4 * kk + 1];
       const float(&b2)[4] = sc[4 * kk + 2];
@@ -94,14 +107,15 @@ struct E4m3Ops {
     }
   }
   __device__ static void pv(float (&o)[D / 8][4], const std::uint32_t (&pa)[kPaSteps][4], const unsigned char* sVt) {
-    const std::uint64_t b = wgmma_descriptor_sw128(sVt);  // d rows of 128 keys (128 bytes)
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
+    for (int kk = 0; kk < kPaSteps; ++kk) {
+      // (d rows of 128 keys (128 bytes) per box; k32 step kk in box kk / 4)
+      const std::uint64_t b = wgmma_descriptor_advance(wgmma_descriptor_sw128(sVt + (kk / 4) * kVtBoxBytes), kk % 4);
       if constexpr (D == 128) {
-        wgmma_m64n128k32_e4m3_rs(reinterpret_cast<float(&)[64]>(o), pa[kk], wgmma_descriptor_advance(b, kk), 1);
+        wgmma_m64n128k32_e4m3_rs(reinterpret_cast<float(&)[64]>(o), pa[kk], b, 1);
       } else {
-        wgmma_m64n64k32_e4m3_rs(reinterpret_cast<float(&)[32]>(o), pa[kk], wgmma_descriptor_advance(b, kk), 1);
+        wgmma_m64n64k32_e4m3_rs(reinterpret_cast<float(&)[32]>(o), pa[kk], b, 1);
       }
     }
     wgmma_commit();
@@ -124,10 +138,10 @@ constexpr int kPrepThreads = 256;
 
 // One CTA per block of 128 rows of one head: the block's largest magnitude, its exponent, the e4m3 values.
 template <class In>
-__global__ void __launch_bounds__(kPrepThreads) quantize_e4m3_blocks_kernel(const Strided x, int heads, int rows, int dim, std::uint8_t* out, int* exponents,
-                                                                           int* first_inexact) {
+__global__ void __launch_bounds__(kPrepThreads) quantize_e4m3_blocks_kernel(const Strided x, int heads, int rows, int dim, int block_rows, std::uint8_t* out,
+                                                                           int* exponents, int* first_inexact) {
   const int block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const int r0 = block * kFp8BlockRows, count = min(kFp8BlockRows, rows - r0) * dim;
+  const int r0 = block * block_rows, count = min(block_rows, rows - r0) * dim;
   const In* src = static_cast<const In*>(x.data) + b * x.batch + h * x.head;
   const auto at = [&](int i) { return src + (r0 + i / dim) * x.row + i % dim; };
   float amax = 0.f;
@@ -187,9 +201,9 @@ void require_grid(int heads, int batch, const char* what) {
 // arrive in time with two.)
 // kForwardGroups<D> consumer warpgroups (three at d = 64). The layout changes when rows are computed, not how:
 // the same bits.
-template <class Out, int D>
+template <class Out, int D, int BlockN = kBlockN>
 void launch_fp8(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& vt, const ForwardParams& p, const BlockExponents& ex, cudaStream_t stream) {
-  using Ops = E4m3Ops<Out, D>;
+  using Ops = E4m3Ops<Out, D, BlockN>;
   constexpr int kStages = 2, kGroups = kForwardGroups<D>;
   using Layout = WsLayout<kGroups>;
   constexpr std::size_t bytes = ws_smem_bytes<Ops, kStages, false, kGroups>();
@@ -217,16 +231,20 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
     throw std::runtime_error("cuda.fa3.fp8: head dim 64 or 128 (got " + std::to_string(s.head_dim) +
                              "), heads_q a multiple of heads_kv, a 16-byte aligned base and strides that are multiples of 16 bytes only");
   }
+  if (f.block_k != 128 && !(f.block_k == 224 && s.head_dim == 128)) {
+    throw std::runtime_error("cuda.fa3.fp8: key tiles (block_k) of 128, or 224 at head dim 128 (got " + std::to_string(f.block_k) + " at " + std::to_string(s.head_dim) + ")");
+  }
   const int d = s.head_dim, vt_keys = fp8_vt_keys(s.seq_k);
   const MapStrides mq = strides_of(p.q, s.batch, s.heads_q, s.seq_q, d), mk = strides_of(p.k, s.batch, s.heads_kv, s.seq_k, d);
   const CUtensorMap q = make_tensor_map_e4m3_bhnd(p.q.data, s.batch, s.heads_q, s.seq_q, d, mq.batch, mq.head, mq.row, d, kGroupRows);
-  const CUtensorMap k = make_tensor_map_e4m3_bhnd(p.k.data, s.batch, s.heads_kv, s.seq_k, d, mk.batch, mk.head, mk.row, d, kBlockN);
+  const CUtensorMap k = make_tensor_map_e4m3_bhnd(p.k.data, s.batch, s.heads_kv, s.seq_k, d, mk.batch, mk.head, mk.row, d, f.block_k);
   const std::int64_t vt_head = static_cast<std::int64_t>(d) * vt_keys;
-  const CUtensorMap vt = make_tensor_map_e4m3_bhnd(f.vt, s.batch, s.heads_kv, d, vt_keys, vt_head * s.heads_kv, vt_head, vt_keys, kBlockN, d);
-  const BlockExponents ex{f.q_exponents, f.k_exponents, f.v_exponents, (s.seq_q + kFp8BlockRows - 1) / kFp8BlockRows,
-                          (s.seq_k + kFp8BlockRows - 1) / kFp8BlockRows};
+  const CUtensorMap vt = make_tensor_map_e4m3_bhnd(f.vt, s.batch, s.heads_kv, d, vt_keys, vt_head * s.heads_kv, vt_head, vt_keys, 128, d);
+  const BlockExponents ex{f.q_exponents, f.k_exponents, f.v_exponents, (s.seq_q + kFp8BlockRows - 1) / kFp8BlockRows, (s.seq_k + f.block_k - 1) / f.block_k};
   const bool fp16 = p.type == StorageType::fp16;
-  if (d == 128) {
+  if (d == 128 && f.block_k == 224) {
+    fp16 ? launch_fp8<__half, 128, 224>(q, k, vt, p, ex, stream) : launch_fp8<__nv_bfloat16, 128, 224>(q, k, vt, p, ex, stream);
+  } else if (d == 128) {
     fp16 ? launch_fp8<__half, 128>(q, k, vt, p, ex, stream) : launch_fp8<__nv_bfloat16, 128>(q, k, vt, p, ex, stream);
   } else {
     fp16 ? launch_fp8<__half, 64>(q, k, vt, p, ex, stream) : launch_fp8<__nv_bfloat16, 64>(q, k, vt, p, ex, stream);
@@ -234,15 +252,16 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
   check_launch("cuda.fa3.fp8 forward");
 }
 
-void quantize_e4m3_blocks(const Strided& x, WideType type, int batch, int heads, int rows, int dim, void* out, int* exponents, int* first_inexact,
-                          cudaStream_t stream) {
+void quantize_e4m3_blocks(const Strided& x, WideType type, int batch, int heads, int rows, int dim, int block_rows, void* out, int* exponents,
+                          int* first_inexact, cudaStream_t stream) {
   require_grid(heads, batch, "cuda.fa3.fp8 quantize");
-  const dim3 grid((rows + kFp8BlockRows - 1) / kFp8BlockRows, heads, batch);
+  if (block_rows < 1) throw std::runtime_error("cuda.fa3.fp8 quantize: " + std::to_string(block_rows) + " rows per block");
+  const dim3 grid((rows + block_rows - 1) / block_rows, heads, batch);
   auto* dst = static_cast<std::uint8_t*>(out);
   switch (type) {
-    case WideType::fp32: quantize_e4m3_blocks_kernel<float><<<grid, kPrepThreads, 0, stream>>>(x, heads, rows, dim, dst, exponents, first_inexact); break;
-    case WideType::bf16: quantize_e4m3_blocks_kernel<__nv_bfloat16><<<grid, kPrepThreads, 0, stream>>>(x, heads, rows, dim, dst, exponents, first_inexact); break;
-    case WideType::fp16: quantize_e4m3_blocks_kernel<__half><<<grid, kPrepThreads, 0, stream>>>(x, heads, rows, dim, dst, exponents, first_inexact); break;
+    case WideType::fp32: quantize_e4m3_blocks_kernel<float><<<grid, kPrepThreads, 0, stream>>>(x, heads, rows, dim, block_rows, dst, exponents, first_inexact); break;
+    case WideType::bf16: quantize_e4m3_blocks_kernel<__nv_bfloat16><<<grid, kPrepThreads, 0, stream>>>(x, heads, rows, dim, block_rows, dst, exponents, first_inexact); break;
+    case WideType::fp16: quantize_e4m3_blocks_kernel<__half><<<grid, kPrepThreads, 0, stream>>>(x, heads, rows, dim, block_rows, dst, exponents, first_inexact); break;
   }
   check_launch("cuda.fa3.fp8 quantize");
 }

@@ -14,7 +14,7 @@
 
 namespace fc::kernels::cuda {
 
-constexpr int kFp8BlockRows = 128;  // rows of Q, K and V per block exponent (cpu.fa3.fp8's block_q and block_k)
+constexpr int kFp8BlockRows = 128;  // rows of Q per block exponent (cpu.fa3.fp8's block_q), and of K and V by default (block_k)
 
 // Keys of V^T per row: Nk rounded up to the 128-key tile (the padding holds zeros).
 inline int fp8_vt_keys(int seq_k) { return (seq_k + 127) / 128 * 128; }
@@ -22,7 +22,9 @@ inline int fp8_vt_keys(int seq_k) { return (seq_k + 127) / 128 * 128; }
 struct Fp8ForwardParams {
   ForwardParams p;  // shape, O (p.type: bf16 or fp16), L, rounding; p.q and p.k: e4m3 (element strides = bytes)
   const void* vt = nullptr;  // V^T: e4m3 [B, Hkv, d, fp8_vt_keys(Nk)], contiguous, keys permuted (fa3_fp8_kernels.cu)
-  // Block exponents (values = e4m3 x 2^e): Q [B, Hq, ceil(Nq / 128)], K and V [B, Hkv, ceil(Nk / 128)]. The caller
+  // Key tiles of block_k keys: 128, or 224 at d = 128 (cuda.fa3.fp8's block_k option).
+  int block_k = kFp8BlockRows;
+  // Block exponents (values = e4m3 x 2^e): Q [B, Hq, ceil(Nq / 128)], K and V [B, Hkv, ceil(Nk / block_k)]. The caller
   // keeps each head's V exponents within 64 of each other (O is carried in the current V block's scale) and Q's plus
   // K's below fp32's exponent range (they scale the softmax's scale); the subject checks both.
   const int* q_exponents = nullptr;
@@ -37,12 +39,12 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream);
 // The formats quantize_e4m3_blocks reads.
 enum class WideType : std::uint8_t { fp32, bf16, fp16 };
 
-// x ([B, H, N, d], strided) as e4m3 values times a power of two per block of 128 rows of a head: exponents[(b H
+// x ([B, H, N, d], strided) as e4m3 values times a power of two per block of block_rows rows of a head: exponents[(b H
 // + h) blocks + i] = e4m3_block_exponent_of_float(the block's largest magnitude) and out (contiguous e4m3
 // [B, H, N, d]) = x 2^-e rounded to nearest. Where that rounding is not exact (x is not e4m3 times its block's
 // scale), *first_inexact is lowered to the block's index (b H + h) blocks + i; the caller sets it to INT_MAX first.
-void quantize_e4m3_blocks(const Strided& x, WideType type, int batch, int heads, int rows, int dim, void* out, int* exponents, int* first_inexact,
-                          cudaStream_t stream);
+void quantize_e4m3_blocks(const Strided& x, WideType type, int batch, int heads, int rows, int dim, int block_rows, void* out, int* exponents,
+                          int* first_inexact, cudaStream_t stream);
 
 // V^T of an e4m3 V ([B, H, Nk, d], strided): vt [B, H, d, fp8_vt_keys(Nk)] with the keys of every 32 in the
 // order cuda.fa3.fp8's P fragments hold them (fa3_fp8_kernels.cu, fp8_key_of_slot), zeros past Nk.

@@ -1,10 +1,12 @@
 // cuda.fa3.fp8: FA3's FP8 forward on Hopper (fa3_fp8_kernels.hpp) as a harness subject, the GPU twin of
 // cpu.fa3.fp8 (kernels/cpu/flash_attention.hpp), with the same option `operands`:
 //   e4m3    Q, K, V are e4m3 tensors (the policy "e4m3": O in bf16, L in fp32); their block exponents are 0;
-//   scaled  Q, K, V are fp32, bf16 or fp16 tensors holding e4m3 values times a power of two per block of 128
-//           rows (what a quantizer with per-block scales produces, fa3-accuracy's input); the subject finds
+//   scaled  Q, K, V are fp32, bf16 or fp16 tensors holding e4m3 values times a power of two per block (128 rows
+//           of Q, block_k keys of K and V: what a quantizer with per-block scales produces, fa3-accuracy's
+//           input); the subject finds
 //           each block's exponent by the quantizer's rule (e4m3_block_exponent_of_float) on the GPU and
 //           refuses a value that is not e4m3 times it, as cpu.fa3.fp8 does.
+// and `block_k`: the kernel's key tile and K's and V's block (128, or 224 at d = 128: FA3's FP8 tile there).
 // Every call also writes V^T (the FP8 product's B operand must be K-major). O is stored in bf16 or fp16, RN or
 // SR with the CPU backends' Philox words.
 #include <cuda_runtime.h>
@@ -38,7 +40,7 @@ constexpr int kMaxVExponentSpread = 64;
 // must leave that factor finite.
 constexpr int kMaxQkExponentSum = 120;
 
-int blocks_of(int rows) { return (rows + kFp8BlockRows - 1) / kFp8BlockRows; }
+int blocks_of(int rows, int block) { return (rows + block - 1) / block; }
 
 class CudaFa3Fp8 final : public Subject {
  public:
@@ -57,8 +59,11 @@ class CudaFa3Fp8 final : public Subject {
     if (name == "operands") {
       if (value != "e4m3" && value != "scaled") throw SubjectError(info_.name + ": operands=" + value + ": e4m3 or scaled");
       scaled_ = value == "scaled";
-    } else if (name == "block_q" || name == "block_k") {
-      if (value != std::to_string(kFp8BlockRows)) throw SubjectError(info_.name + ": " + name + "=" + value + ": the kernels' blocks are 128 rows");
+    } else if (name == "block_q") {
+      if (value != std::to_string(kFp8BlockRows)) throw SubjectError(info_.name + ": block_q=" + value + ": the kernels' query blocks are 128 rows");
+    } else if (name == "block_k") {
+      if (value != "128" && value != "224") throw SubjectError(info_.name + ": block_k=" + value + ": 128, or 224 (head dim 128 only)");
+      block_k_ = std::stoi(value);
     } else {
       throw SubjectError(info_.name + ": no option " + name + " (operands, block_q, block_k)");
     }
@@ -66,13 +71,14 @@ class CudaFa3Fp8 final : public Subject {
   }
 
   void run(Op op, const AttentionCall& c) override {
+    require_block_k(c.shape.head_dim);
     validate_call(info_, op, c);
     const StorageType out = require_policy(c.policy);
     for (auto [t, what] : {std::pair{&c.q, "Q"}, std::pair{&c.k, "K"}, std::pair{&c.v, "V"}}) require_finite(*t, info_.name, what);
     const std::string& who = info_.name;
     const AttentionShape& sh = c.shape;
     DeviceInput q = to_device(c.q, who, "Q"), k = to_device(c.k, who, "K"), v = to_device(c.v, who, "V");
-    Operands ops(sh, who);
+    Operands ops(sh, block_k_, who);
     run_kernels(who, "preparing the operands", [&] { prepare(ops, sh, c.policy.format(Role::q), q.view, k.view, v.view, scaled_); });
     if (scaled_) check_scaled(ops, sh);
     const std::size_t rows = static_cast<std::size_t>(sh.batch) * sh.heads_q * sh.seq_q;
@@ -95,6 +101,7 @@ class CudaFa3Fp8 final : public Subject {
   std::optional<Timing> time(const TimingRequest& r) override {
     const std::string& who = info_.name;
     const PrecisionPolicy policy = PrecisionPolicy::uniform(r.format);
+    require_block_k(r.shape.head_dim);
     validate_problem(info_, r.op, r.shape, r.mask, r.scale);
     validate_policy(info_, policy);
     if (r.format == Format::fp32) throw SubjectError(who + ": timed with e4m3, bf16 or fp16 operands");
@@ -112,7 +119,7 @@ class CudaFa3Fp8 final : public Subject {
       return Strided{b.get(), static_cast<std::int64_t>(heads) * n * sh.head_dim, static_cast<std::int64_t>(n) * sh.head_dim, sh.head_dim};
     };
     const Format wide_format = wide == StorageType::fp16 ? Format::fp16 : Format::bf16;
-    Operands ops(sh, who);
+    Operands ops(sh, block_k_, who);
     const auto prepare_all = [&] {
       prepare(ops, sh, wide_format, contiguous(q, sh.heads_q, sh.seq_q), contiguous(k, sh.heads_kv, sh.seq_k), contiguous(v, sh.heads_kv, sh.seq_k), true);
     };
@@ -140,12 +147,12 @@ class CudaFa3Fp8 final : public Subject {
   struct Operands {
     DeviceBuffer q, k, v, vt, q_exp, k_exp, v_exp, first_inexact;
     Strided q_view, k_view;
-    Operands(const AttentionShape& sh, const std::string& who) {
+    Operands(const AttentionShape& sh, int block_k, const std::string& who) {
       const std::size_t dq = static_cast<std::size_t>(sh.batch) * sh.heads_q, dk = static_cast<std::size_t>(sh.batch) * sh.heads_kv;
       vt = DeviceBuffer(dk * sh.head_dim * fp8_vt_keys(sh.seq_k), who, "V^T");
-      q_exp = DeviceBuffer(dq * blocks_of(sh.seq_q) * sizeof(int), who, "Q's block exponents");
-      k_exp = DeviceBuffer(dk * blocks_of(sh.seq_k) * sizeof(int), who, "K's block exponents");
-      v_exp = DeviceBuffer(dk * blocks_of(sh.seq_k) * sizeof(int), who, "V's block exponents");
+      q_exp = DeviceBuffer(dq * blocks_of(sh.seq_q, kFp8BlockRows) * sizeof(int), who, "Q's block exponents");
+      k_exp = DeviceBuffer(dk * blocks_of(sh.seq_k, block_k) * sizeof(int), who, "K's block exponents");
+      v_exp = DeviceBuffer(dk * blocks_of(sh.seq_k, block_k) * sizeof(int), who, "V's block exponents");
       first_inexact = DeviceBuffer(3 * sizeof(int), who, "the quantizer's flags");
     }
     std::size_t bytes() const { return q.bytes() + k.bytes() + v.bytes() + vt.bytes() + q_exp.bytes() + k_exp.bytes() + v_exp.bytes(); }
@@ -167,9 +174,9 @@ class CudaFa3Fp8 final : public Subject {
       const int unset[3] = {INT_MAX, INT_MAX, INT_MAX};
       check_cuda(cudaMemcpyAsync(ops.first_inexact.get(), unset, sizeof unset, cudaMemcpyHostToDevice), who, "the quantizer's flags");
       auto* flags = static_cast<int*>(ops.first_inexact.get());
-      quantize_e4m3_blocks(q, type, sh.batch, sh.heads_q, sh.seq_q, d, ops.q.get(), static_cast<int*>(ops.q_exp.get()), flags, nullptr);
-      quantize_e4m3_blocks(k, type, sh.batch, sh.heads_kv, sh.seq_k, d, ops.k.get(), static_cast<int*>(ops.k_exp.get()), flags + 1, nullptr);
-      quantize_e4m3_blocks(v, type, sh.batch, sh.heads_kv, sh.seq_k, d, ops.v.get(), static_cast<int*>(ops.v_exp.get()), flags + 2, nullptr);
+      quantize_e4m3_blocks(q, type, sh.batch, sh.heads_q, sh.seq_q, d, kFp8BlockRows, ops.q.get(), static_cast<int*>(ops.q_exp.get()), flags, nullptr);
+      quantize_e4m3_blocks(k, type, sh.batch, sh.heads_kv, sh.seq_k, d, block_k_, ops.k.get(), static_cast<int*>(ops.k_exp.get()), flags + 1, nullptr);
+      quantize_e4m3_blocks(v, type, sh.batch, sh.heads_kv, sh.seq_k, d, block_k_, ops.v.get(), static_cast<int*>(ops.v_exp.get()), flags + 2, nullptr);
       const auto contiguous = [&](const DeviceBuffer& b, int heads, int n) {
         return Strided{b.get(), static_cast<std::int64_t>(heads) * n * d, static_cast<std::int64_t>(n) * d, d};
       };
@@ -188,10 +195,10 @@ class CudaFa3Fp8 final : public Subject {
     const char* names[3] = {"Q", "K", "V"};
     for (int t = 0; t < 3; ++t) {
       if (flags[t] == INT_MAX) continue;
-      const int blocks = blocks_of(t == 0 ? sh.seq_q : sh.seq_k), heads = t == 0 ? sh.heads_q : sh.heads_kv;
+      const int block = t == 0 ? kFp8BlockRows : block_k_, blocks = blocks_of(t == 0 ? sh.seq_q : sh.seq_k, block), heads = t == 0 ? sh.heads_q : sh.heads_kv;
       const int head = flags[t] / blocks;  // (b H + h)
       std::ostringstream m;
-      m << who << ": operands=scaled, but " << names[t] << " (batch " << head / heads << ", head " << head % heads << ", rows " << flags[t] % blocks * kFp8BlockRows
+      m << who << ": operands=scaled, but " << names[t] << " (batch " << head / heads << ", head " << head % heads << ", rows " << flags[t] % blocks * block
         << "..) holds a value that is not an e4m3 value times its block's power-of-two scale (the scale of the block's largest magnitude)";
       throw SubjectError(m.str());
     }
@@ -200,7 +207,7 @@ class CudaFa3Fp8 final : public Subject {
       check_cuda(cudaMemcpy(e.data(), b.get(), n * sizeof(int), cudaMemcpyDeviceToHost), who, std::string("reading ") + what + "'s block exponents");
       return e;
     };
-    const int kb = blocks_of(sh.seq_k);
+    const int kb = blocks_of(sh.seq_k, block_k_);
     const std::vector<int> ev = exponents(ops.v_exp, static_cast<std::size_t>(sh.batch) * sh.heads_kv * kb, "V");
     for (std::size_t h = 0; h * kb < ev.size(); ++h) {
       const auto [lo, hi] = std::minmax_element(ev.begin() + h * kb, ev.begin() + (h + 1) * kb);
@@ -209,7 +216,7 @@ class CudaFa3Fp8 final : public Subject {
                            std::to_string(*hi - *lo) + " (at most 2^" + std::to_string(kMaxVExponentSpread) + ": O is carried in the current block's scale)");
       }
     }
-    const std::vector<int> eq = exponents(ops.q_exp, static_cast<std::size_t>(sh.batch) * sh.heads_q * blocks_of(sh.seq_q), "Q");
+    const std::vector<int> eq = exponents(ops.q_exp, static_cast<std::size_t>(sh.batch) * sh.heads_q * blocks_of(sh.seq_q, kFp8BlockRows), "Q");
     const std::vector<int> ek = exponents(ops.k_exp, static_cast<std::size_t>(sh.batch) * sh.heads_kv * kb, "K");
     const int sum = *std::max_element(eq.begin(), eq.end()) + *std::max_element(ek.begin(), ek.end());
     if (sum > kMaxQkExponentSum) {
@@ -225,6 +232,7 @@ class CudaFa3Fp8 final : public Subject {
     f.vt = ops.vt.get();
     f.q_exponents = static_cast<const int*>(ops.q_exp.get()), f.k_exponents = static_cast<const int*>(ops.k_exp.get());
     f.v_exponents = static_cast<const int*>(ops.v_exp.get());
+    f.block_k = block_k_;
     return f;
   }
 
@@ -241,16 +249,24 @@ class CudaFa3Fp8 final : public Subject {
     return o == Format::fp16 ? StorageType::fp16 : StorageType::bf16;
   }
 
+  // 224-key tiles only at d = 128: at d = 64 three consumer groups of 160 registers hold O, S and P of 128 keys.
+  void require_block_k(int head_dim) const {
+    if (block_k_ == 224 && head_dim != 128) throw SubjectError(info_.name + ": block_k=224 at head dim 128 only (got " + std::to_string(head_dim) + ")");
+  }
+
   void refresh_options() {
     info_.formats = scaled_ ? std::vector<Format>{Format::fp32, Format::bf16, Format::fp16} : std::vector<Format>{Format::e4m3};
+    info_.head_dims = block_k_ == 224 ? std::vector<int>{128} : std::vector<int>{64, 128};
     info_.options = {{"operands", scaled_ ? "scaled" : "e4m3",
-                      "e4m3: e4m3 tensors; scaled: fp32, bf16 or fp16 tensors holding e4m3 values times a power-of-two scale per block of 128 rows"},
+                      "e4m3: e4m3 tensors; scaled: fp32, bf16 or fp16 tensors holding e4m3 values times a power-of-two scale per block (block_q rows of Q, "
+                      "block_k of K and V)"},
                      {"block_q", std::to_string(kFp8BlockRows), "query rows per block scale (fixed: the kernels' tile)"},
-                     {"block_k", std::to_string(kFp8BlockRows), "keys per block scale (fixed: the kernels' tile)"}};
+                     {"block_k", std::to_string(block_k_), "keys per block scale and per key tile: 128, or 224 at head dim 128 (FA3's FP8 tile there)"}};
   }
 
   SubjectInfo info_;
   bool scaled_ = false;
+  int block_k_ = kFp8BlockRows;
 };
 
 }  // namespace

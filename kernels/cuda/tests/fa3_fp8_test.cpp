@@ -5,6 +5,7 @@
 //     accumulation-order difference, on e4m3 operands and on scaled operands whose blocks carry different
 //     powers of two (the block exponents of Q, K and V in the kernel);
 //   - small shapes with tails, masks and GQA (what compute-sanitizer runs);
+//   - each with key tiles of 128 and of 224 (block_k=224, d = 128 only), the CPU twin with the same block_k;
 //   - bad input refused with a clear error.
 #include <gtest/gtest.h>
 
@@ -41,16 +42,19 @@ TEST(CudaFa3Fp8, PassesTheHarness) {
   REQUIRE_HOPPER();
   auto s = fp8_subject();
   ASSERT_TRUE(s) << "cuda.fa3.fp8 is not registered on a Hopper GPU";
-  for (const char* policy : {"e4m3", "e4m3,round=sr,seed=5"}) {
+  for (const char* block_k : {"128", "224"}) {
+    s->set_option("block_k", block_k);  // (224: the subject declares d = 128 only, so the cases are drawn at 128)
+    for (const char* policy : {"e4m3", "e4m3,round=sr,seed=5"}) {
     gradcheck::RunOptions o;
     o.op = Op::fwd, o.policy = PrecisionPolicy::parse(policy), o.seed = harness_seed();
     o.cases = o.policy.rounding == Rounding::stochastic ? std::max(1, harness_cases() / 4) : harness_cases();
     o.limits.max_seq = 300;
     const gradcheck::RunSummary r = gradcheck::run_cases(*s, o);
-    std::cout << "cuda.fa3.fp8 fwd " << policy << ": " << r.passed << " passed, " << r.discarded << " discarded, " << r.weak << " weak of " << r.cases
+    std::cout << "cuda.fa3.fp8 block_k=" << block_k << " fwd " << policy << ": " << r.passed << " passed, " << r.discarded << " discarded, " << r.weak << " weak of " << r.cases
               << "; worst err/base " << r.worst_ratio << ", " << r.seconds << " s\n";
     EXPECT_EQ(r.passed + r.discarded, r.cases) << policy << "\n" << (r.failure ? r.failure->minimal + "\n" + r.failure->report.summary() : "");
     EXPECT_LE(10 * r.discarded, r.cases);
+    }
   }
 }
 
@@ -202,6 +206,8 @@ TEST(CudaFa3Fp8, AgreesWithCpuFa3Fp8WithinTheAccumulationOrderDifference) {
   auto gpu = fp8_subject();
   ASSERT_TRUE(gpu);
   auto cpu = cpu::make_cpu_fa3_fp8();
+  for (const char* block_k : {"128", "224"}) {
+  gpu->set_option("block_k", block_k), cpu->set_option("block_k", block_k);
   for (const char* policy_text : {"e4m3", "e4m3,o=fp16", "e4m3,round=sr,seed=9"}) {
     const PrecisionPolicy policy = PrecisionPolicy::parse(policy_text);
     gradcheck::GeneratorLimits limits;
@@ -222,6 +228,7 @@ TEST(CudaFa3Fp8, AgreesWithCpuFa3Fp8WithinTheAccumulationOrderDifference) {
     }
     // (and long rows, past the generator's 300 keys: O's accumulation over 8192 keys)
     for (int d : {64, 128}) {
+      if (d == 64 && std::string(block_k) == "224") continue;
       gradcheck::Case c;
       c.shape = {1, 2, 1, 64, 8192, d, d};
       c.scale = 1 / std::sqrt(static_cast<double>(d)), c.policy = policy, c.seed = 40 + d;
@@ -233,7 +240,7 @@ TEST(CudaFa3Fp8, AgreesWithCpuFa3Fp8WithinTheAccumulationOrderDifference) {
       EXPECT_LE(a.o_ratio, 1.0) << c.to_string() << "\n" << a.worst;
       EXPECT_LE(a.l_ratio, 1.0) << c.to_string() << "\n" << a.worst;
     }
-    std::cout << "cuda.fa3.fp8 vs cpu.fa3.fp8, " << policy_text << ": worst |difference| / bound = " << worst << ", L " << worst_l
+    std::cout << "cuda.fa3.fp8 vs cpu.fa3.fp8, block_k=" << block_k << ", " << policy_text << ": worst |difference| / bound = " << worst << ", L " << worst_l
               << " x 2^-16 (1 + |L|); O elements differing " << 100 * differing / n << "%\n";
     // The same SR words: were the streams or the indices wrong, about half the non-representable elements
     // would round the other way. (O in bf16 only: QGMMA's logit noise is comparable to fp16's spacing, so an
@@ -242,17 +249,18 @@ TEST(CudaFa3Fp8, AgreesWithCpuFa3Fp8WithinTheAccumulationOrderDifference) {
       EXPECT_LT(differing / n, 0.10) << policy_text;
     }
   }
+  }
 }
 
-// x ([B H, n, d] values, logical order) as e4m3 values times a power of two per block of 128 rows of a head: each
+// x ([B H, n, d] values, logical order) as e4m3 values times a power of two per block of `block` rows of a head: each
 // block multiplied by 2^s (s drawn from -max_shift .. max_shift per block) and quantized by the quantizer's rule
 // (fa3-accuracy's quantize), so every block carries its own exponent.
-std::vector<double> quantize_blocks(std::vector<double> x, int heads, int n, int d, int max_shift, std::mt19937_64& gen) {
+std::vector<double> quantize_blocks(std::vector<double> x, int heads, int n, int d, int block, int max_shift, std::mt19937_64& gen) {
   std::uniform_int_distribution<int> shift(-max_shift, max_shift);
   for (int h = 0; h < heads; ++h) {
-    for (int r0 = 0; r0 < n; r0 += 128) {
+    for (int r0 = 0; r0 < n; r0 += block) {
       double* p = &x[(static_cast<std::size_t>(h) * n + r0) * d];
-      const std::size_t count = static_cast<std::size_t>(std::min(128, n - r0)) * d;
+      const std::size_t count = static_cast<std::size_t>(std::min(block, n - r0)) * d;
       const int s = shift(gen);
       double amax = 0;
       for (std::size_t i = 0; i < count; ++i) p[i] = std::ldexp(p[i], s), amax = std::max(amax, std::fabs(p[i]));
@@ -271,8 +279,11 @@ TEST(CudaFa3Fp8, ScaledOperandsWithPerBlockExponentsAgreeWithCpuFa3Fp8) {
   gpu->set_option("operands", "scaled"), cpu->set_option("operands", "scaled");
   std::mt19937_64 gen(5);
   int runs = 0;
+  for (int block_k : {128, 224}) {
+  gpu->set_option("block_k", std::to_string(block_k)), cpu->set_option("block_k", std::to_string(block_k));
   for (const char* policy_text : {"fp32,o=bf16", "bf16", "fp16"}) {
     for (int d : {64, 128}) {
+      if (d == 64 && block_k == 224) continue;
       for (Mask mask : {Mask::none, Mask::causal_bottom_right}) {
         gradcheck::Case c;
         c.shape = {2, 4, 2, 300, 390, d, d};
@@ -287,20 +298,22 @@ TEST(CudaFa3Fp8, ScaledOperandsWithPerBlockExponentsAgreeWithCpuFa3Fp8) {
         // x scale2, so fma(x, scale2, -m) of the row's largest is that rounding's error, which passes 2^7, and
         // exp2 of it fp32's range, once |x scale2| passes 2^31)
         const int qk_shift = narrow ? 0 : 4, v_shift = narrow ? 0 : 20;
-        const std::vector<double> q = quantize_blocks(in.q.values(), 2 * 4, 300, d, qk_shift, g2), k = quantize_blocks(in.k.values(), 2 * 2, 390, d, qk_shift, g2),
-                                  v = quantize_blocks(in.v.values(), 2 * 2, 390, d, v_shift, g2);
+        const std::vector<double> q = quantize_blocks(in.q.values(), 2 * 4, 300, d, 128, qk_shift, g2),
+                                  k = quantize_blocks(in.k.values(), 2 * 2, 390, d, block_k, qk_shift, g2),
+                                  v = quantize_blocks(in.v.values(), 2 * 2, 390, d, block_k, v_shift, g2);
         in.q.assign(q), in.k.assign(k), in.v.assign(v);
         ASSERT_EQ(in.q.values(), q) << "the scaled values must be exact in " << policy_text;
         gradcheck::Caller on_gpu(*gpu, c), on_cpu(*cpu, c);
         const gradcheck::Outputs g = on_gpu.fwd(in.q, in.k, in.v), h = on_cpu.fwd(in.q, in.k, in.v);
         const Agreement a = agreement(c, g, h, q, k, v);
-        std::cout << "scaled " << policy_text << " d=" << d << " " << c.to_string() << ": |difference| / bound " << a.o_ratio << ", L " << a.l_ratio
+        std::cout << "scaled block_k=" << block_k << " " << policy_text << " d=" << d << " " << c.to_string() << ": |difference| / bound " << a.o_ratio << ", L " << a.l_ratio
                   << ", differing " << 100 * a.differing << "%\n";
         EXPECT_LE(a.o_ratio, 1.0) << c.to_string() << "\n" << a.worst;
         EXPECT_LE(a.l_ratio, 1.0) << c.to_string() << "\n" << a.worst;
         ++runs;
       }
     }
+  }
   }
 }
 
@@ -314,9 +327,12 @@ TEST(CudaFa3Fp8, SmallShapesSweep) {
   auto gpu = fp8_subject();
   ASSERT_TRUE(gpu);
   auto cpu = cpu::make_cpu_fa3_fp8();
+  for (int block_k : {128, 224}) {
+  gpu->set_option("block_k", std::to_string(block_k)), cpu->set_option("block_k", std::to_string(block_k));
   for (int d : {64, 128}) {
+    if (d == 64 && block_k == 224) continue;
     for (int nq : {1, 7, 65, 130}) {
-      for (int nk : {1, 63, 130}) {
+      for (int nk : {1, 63, 130, 250}) {  // (250: a second key tile of either width, partly past Nk)
         for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
           gradcheck::Case c;
           c.shape = {1, 8, 2, nq, nk, d, d};
@@ -334,6 +350,7 @@ TEST(CudaFa3Fp8, SmallShapesSweep) {
         }
       }
     }
+  }
   }
 }
 
@@ -379,6 +396,9 @@ TEST(CudaFa3Fp8, BadInputIsRefusedWithAClearError) {
   EXPECT_NE(m.find("operands=scaled, but K"), std::string::npos) << m;
   gpu->set_option("operands", "e4m3");
   EXPECT_THROW(gpu->set_option("block_q", "64"), SubjectError);
+  EXPECT_THROW(gpu->set_option("block_k", "192"), SubjectError);
+  gpu->set_option("block_k", "224");  // (d = 64: refused with the reason)
+  EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("block_k=224 at head dim 128 only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
 }
 
 }  // namespace
