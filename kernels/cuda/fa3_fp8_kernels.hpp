@@ -16,13 +16,19 @@ namespace fc::kernels::cuda {
 
 constexpr int kFp8BlockRows = 128;  // rows of Q per block exponent (cpu.fa3.fp8's block_q), and of K and V by default (block_k)
 
+// The key tiles cuda.fa3.fp8 is compiled for (Fp8ForwardParams::block_k): 128 at both head dims, and FA3's FP8 tiles,
+// 160 at d = 64 and 224 at d = 128 (a step's FP8 products are short, so a longer tile spreads its fixed costs).
+inline bool fp8_key_tile_supported(int block_k, int head_dim) {
+  return (block_k == 128 && (head_dim == 64 || head_dim == 128)) || (block_k == 160 && head_dim == 64) || (block_k == 224 && head_dim == 128);
+}
+
 // Keys of V^T per row: Nk rounded up to the 128-key tile (the padding holds zeros).
 inline int fp8_vt_keys(int seq_k) { return (seq_k + 127) / 128 * 128; }
 
 struct Fp8ForwardParams {
   ForwardParams p;  // shape, O (p.type: bf16 or fp16), L, rounding; p.q and p.k: e4m3 (element strides = bytes)
   const void* vt = nullptr;  // V^T: e4m3 [B, Hkv, d, fp8_vt_keys(Nk)], contiguous, keys permuted (fa3_fp8_kernels.cu)
-  // Key tiles of block_k keys: 128, or 224 at d = 128 (cuda.fa3.fp8's block_k option).
+  // Key tiles of block_k keys, one of fp8_key_tile_supported's (cuda.fa3.fp8's block_k option).
   int block_k = kFp8BlockRows;
   // Block exponents (values = e4m3 x 2^e): Q [B, Hq, ceil(Nq / 128)], K and V [B, Hkv, ceil(Nk / block_k)]. The caller
   // keeps each head's V exponents within 64 of each other (O is carried in the current V block's scale) and Q's plus
