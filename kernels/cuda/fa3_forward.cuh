@@ -334,7 +334,7 @@ struct Wide16Ops {
 };
 
 // Per-block power-of-two exponents of FP8 operands (E4m3Ops): Q's of each block of 128 rows ([B, Hq, q_blocks]),
-// K's and V's of each block of 128 keys ([B, Hkv, k_blocks]); the true values are e4m3 x 2^e.
+// K's and V's of each key tile (Ops::kBlockN keys; [B, Hkv, k_blocks]); the true values are e4m3 x 2^e.
 struct BlockExponents {
   const int* q = nullptr;
   const int* k = nullptr;

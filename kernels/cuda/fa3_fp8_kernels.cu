@@ -1,7 +1,8 @@
 // cuda.fa3.fp8's forward (kernels/cuda/NOTES.md, "cuda.fa3.fp8"): cuda.fa3's warp-specialised pipeline
 // (fa3_forward.cuh: producer warpgroup, K/V ring, two consumer warpgroups (three at d = 64) taking turns, the next S issued with
 // this tile's P V) with e4m3 operands on the FP8 tensor cores (QGMMA, hopper/wgmma_e4m3.cuh):
-//   - S = Q K^T by m64n128k32 from shared memory, both K-major (Q and K as stored: d innermost);
+//   - S = Q K^T by m64nBk32 from shared memory (B keys a tile: 128, or block_k's 160 at d = 64 and 224 at d = 128),
+//     both K-major (Q and K as stored: d innermost);
 //   - P rounded to e4m3 (RN, saturating; P <= 1) straight from S's accumulator registers into A fragments;
 //   - O += P V by m64nDk32 with B = V^T's tile, K-major (keys innermost), which transpose_v_e4m3 writes
 //     before the forward: 8-bit wgmma has no transpose flag, so V's [key][d] tile cannot be read as it is.
@@ -9,11 +10,11 @@
 // holds pairs (2 t, 2 t + 1 of every 8). Instead of moving bytes between lanes, each 32 keys of V^T are stored
 // in the order the fragments hold them (fp8_key_of_slot): slot s of the fragment is key fp8_key_of_slot(s),
 // and P V sums over the same keys in another order.
-// Block exponents: each 128 rows of Q, K and V carry a power of two (values = e4m3 x 2^e), folded into the
+// Block exponents: each 128 rows of Q and each key tile of K and V carry a power of two (values = e4m3 x 2^e), folded into the
 // softmax scale per (query block, key tile) and into O's rescale per V tile (fa3_forward.cuh), so the block
 // scaling is exact, as in cpu.fa3.fp8.
 //
-// Shared memory per CTA: Q 2 x 64 x d bytes; per stage a K tile (128 keys x d) and a V^T tile (d x 128 keys).
+// Shared memory per CTA: Q (groups x 64) x d bytes; per stage a K tile (B keys x d) and a V^T tile (d x 128 keys per box).
 // Rows of 128 bytes use the 128-byte swizzle, rows of 64 bytes (d = 64's Q and K) the 64-byte swizzle.
 #include "kernels/cuda/fa3_fp8_kernels.hpp"
 
@@ -139,7 +140,7 @@ __device__ inline float wide_value(const In* p) {
 
 constexpr int kPrepThreads = 256;
 
-// One CTA per block of 128 rows of one head: the block's largest magnitude, its exponent, the e4m3 values.
+// One CTA per block of block_rows rows of one head: the block's largest magnitude, its exponent, the e4m3 values.
 template <class In>
 __global__ void __launch_bounds__(kPrepThreads) quantize_e4m3_blocks_kernel(const Strided x, int heads, int rows, int dim, int block_rows, std::uint8_t* out,
                                                                            int* exponents, int* first_inexact) {

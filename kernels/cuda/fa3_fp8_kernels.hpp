@@ -1,6 +1,6 @@
 // cuda.fa3.fp8's kernels (fa3_fp8_kernels.cu): FlashAttention-3's FP8 forward on Hopper (QGMMA), the
 // numerics of cpu.fa3.fp8 (kernels/cpu/flash_attention.hpp): e4m3 Q, K, V, each with a power-of-two scale per
-// block of 128 rows; S = Q K^T in fp32; P rounded to e4m3 before O += P V; O stored in bf16 or fp16 (p.type),
+// block of rows (128 of Q, a key tile of K and V); S = Q K^T in fp32; P rounded to e4m3 before O += P V; O stored in bf16 or fp16 (p.type),
 // L in fp32. The preparation is separate kernels: quantize_e4m3_blocks (wider tensors to e4m3 and their block
 // exponents) and transpose_v_e4m3 (V^T, which QGMMA needs K-major). Each entry point throws
 // std::runtime_error naming the kernel and the CUDA error.

@@ -48,8 +48,8 @@ class CudaFa3Fp8 final : public Subject {
   CudaFa3Fp8() {
     info_ = cuda_attention_info(
         "cuda.fa3.fp8",
-        "FA3's FP8 forward on Hopper: cuda.fa3's pipeline on the FP8 tensor cores (QGMMA m64n128k32): e4m3 Q, K, V with a power-of-two "
-        "scale per block of 128 rows, S in fp32, P rounded to e4m3 before P V (V^T written first), O in bf16 or fp16; cpu.fa3.fp8's numerics");
+        "FA3's FP8 forward on Hopper: cuda.fa3's pipeline on the FP8 tensor cores (QGMMA k32): e4m3 Q, K, V with a power-of-two "
+        "scale per block (128 rows of Q, block_k keys of K and V), S in fp32, P rounded to e4m3 before P V (V^T written first), O in bf16 or fp16; cpu.fa3.fp8's numerics");
     info_.ops = {Op::fwd};
     refresh_options();  // (the formats follow the option operands)
   }

@@ -39,7 +39,7 @@ __device__ inline void wgmma_m64n128k32_e4m3_ss(float (&d)[64], std::uint64_t a,
                : "l"(a), "l"(b), "r"(accumulate));
 }
 
-// The same with a 224 x 32 B: S = Q K^T over key tiles of 224 (FA3's FP8 tile at d = 128 without a mask; cuda.fa3.fp8's
+// The same with a 224 x 32 B: S = Q K^T over key tiles of 224 (FA3's FP8 tile at d = 128; cuda.fa3.fp8's
 // block_k=224), fp32 accumulators j < 28; and with a 160 x 32 B (FA3's FP8 tile at d = 64; block_k=160), j < 20.
 __device__ inline void wgmma_m64n224k32_e4m3_ss(float (&d)[112], std::uint64_t a, std::uint64_t b, int accumulate) {
   asm volatile("{\n.reg .pred acc;\nsetp.ne.b32 acc, %114, 0;\n"
