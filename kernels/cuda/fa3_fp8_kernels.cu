@@ -1,7 +1,7 @@
 // cuda.fa3.fp8's forward (kernels/cuda/NOTES.md, "cuda.fa3.fp8"): cuda.fa3's warp-specialised pipeline
 // (fa3_forward.cuh: producer warpgroup, K/V ring, two consumer warpgroups (three at d = 64) taking turns, the next S issued with
 // this tile's P V) with e4m3 operands on the FP8 tensor cores (QGMMA, hopper/wgmma_e4m3.cuh):
-//   - S = Q K^T by m64nBk32 from shared memory (B keys a tile: 128, or block_k's 160 at d = 64 and 224 at d = 128),
+//   - S = Q K^T by m64nBk32 from shared memory (B keys a tile: 128, or block_k's 224 at d = 128),
 //     both K-major (Q and K as stored: d innermost);
 //   - P rounded to e4m3 (RN, saturating; P <= 1) straight from S's accumulator registers into A fragments;
 //   - O += P V by m64nDk32 with B = V^T's tile, K-major (keys innermost), which transpose_v_e4m3 writes
@@ -51,12 +51,12 @@ __device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
 }
 
 // The Operands of fa3_forward_ws_kernel for e4m3 Q, K and V^T; O stored as Out (bf16 or fp16). Key tiles of
-// BlockN: 128, or FA3's FP8 tiles, 160 at d = 64 and 224 at d = 128 (block_k; a step's products are half of bf16's,
-// so a longer tile spreads the step's fixed costs over more keys). K and V carry one block exponent per key tile.
+// BlockN: 128, or FA3's FP8 tile at d = 128, 224 (block_k; a step's products are half of bf16's, so a longer tile
+// spreads the step's fixed costs over more keys). K and V carry one block exponent per key tile.
 template <class Out_, int D, int BlockN = fa3::kBlockN>
 struct E4m3Ops {
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
-  static_assert(BlockN == 128 || (BlockN == 160 && D == 64) || (BlockN == 224 && D == 128), "fp8_key_tile_supported's tiles");
+  static_assert(BlockN == 128 || (BlockN == 224 && D == 128), "fp8_key_tile_supported's tiles");
   static constexpr int kBlockN = BlockN;  // keys per tile: one block exponent each
   // (the kernel indexes K's and V's exponents by its key tile, and Q's by a group's first row: a group's 64
   // rows lie in one block)
@@ -65,9 +65,8 @@ struct E4m3Ops {
   using Out = Out_;
   static constexpr int kD = D;
   static constexpr int kPaSteps = BlockN / 32;  // k32 steps over a tile's keys
-  // V^T's tile in boxes of 128 keys (128-byte rows, the 128-byte swizzle): one, or two for 160 and 224 keys, whose
-  // second box's last 96 or 32 keys go unread (a TMA box must not be wider than its swizzle, and neither width is a
-  // multiple of 64 or 128).
+  // V^T's tile in boxes of 128 keys (128-byte rows, the 128-byte swizzle): one, or two for 224 keys, whose second
+  // box's last 32 keys go unread (a TMA box must not be wider than its swizzle, and 224 is no multiple of 64 or 128).
   static constexpr int kVtBoxes = (BlockN + 127) / 128;
   static constexpr unsigned kVtBoxBytes = D * 128;
   static constexpr unsigned kQBytes = kGroupRows * D, kKBytes = kBlockN * D, kVBytes = kVtBoxes * kVtBoxBytes;
@@ -85,9 +84,7 @@ struct E4m3Ops {
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < D / 32; ++k) {
-      if constexpr (BlockN == 160) {
-        wgmma_m64n160k32_e4m3_ss(reinterpret_cast<float(&)[80]>(sc), wgmma_descriptor_advance(d_major(sQ), k), wgmma_descriptor_advance(d_major(sK), k), k > 0);
-      } else if constexpr (BlockN == 224) {
+      if constexpr (BlockN == 224) {
         wgmma_m64n224k32_e4m3_ss(reinterpret_cast<float(&)[112]>(sc), wgmma_descriptor_advance(d_major(sQ), k), wgmma_descriptor_advance(d_major(sK), k), k > 0);
       } else {
         wgmma_m64n128k32_e4m3_ss(reinterpret_cast<float(&)[64]>(sc), wgmma_descriptor_advance(d_major(sQ), k), wgmma_descriptor_advance(d_major(sK), k), k > 0);
@@ -236,8 +233,7 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
                              "), heads_q a multiple of heads_kv, a 16-byte aligned base and strides that are multiples of 16 bytes only");
   }
   if (!fp8_key_tile_supported(f.block_k, s.head_dim)) {
-    throw std::runtime_error("cuda.fa3.fp8: key tiles (block_k) of 128, 160 at head dim 64 or 224 at head dim 128 (got " + std::to_string(f.block_k) + " at " +
-                             std::to_string(s.head_dim) + ")");
+    throw std::runtime_error("cuda.fa3.fp8: key tiles (block_k) of 128, or 224 at head dim 128 (got " + std::to_string(f.block_k) + " at " + std::to_string(s.head_dim) + ")");
   }
   const int d = s.head_dim, vt_keys = fp8_vt_keys(s.seq_k);
   const MapStrides mq = strides_of(p.q, s.batch, s.heads_q, s.seq_q, d), mk = strides_of(p.k, s.batch, s.heads_kv, s.seq_k, d);
@@ -247,9 +243,7 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
   const CUtensorMap vt = make_tensor_map_e4m3_bhnd(f.vt, s.batch, s.heads_kv, d, vt_keys, vt_head * s.heads_kv, vt_head, vt_keys, 128, d);
   const BlockExponents ex{f.q_exponents, f.k_exponents, f.v_exponents, (s.seq_q + kFp8BlockRows - 1) / kFp8BlockRows, (s.seq_k + f.block_k - 1) / f.block_k};
   const bool fp16 = p.type == StorageType::fp16;
-  if (d == 64 && f.block_k == 160) {
-    fp16 ? launch_fp8<__half, 64, 160>(q, k, vt, p, ex, stream) : launch_fp8<__nv_bfloat16, 64, 160>(q, k, vt, p, ex, stream);
-  } else if (d == 128 && f.block_k == 224) {
+  if (d == 128 && f.block_k == 224) {
     fp16 ? launch_fp8<__half, 128, 224>(q, k, vt, p, ex, stream) : launch_fp8<__nv_bfloat16, 128, 224>(q, k, vt, p, ex, stream);
   } else if (d == 128) {
     fp16 ? launch_fp8<__half, 128>(q, k, vt, p, ex, stream) : launch_fp8<__nv_bfloat16, 128>(q, k, vt, p, ex, stream);

@@ -6,8 +6,7 @@
 //           input); the subject finds
 //           each block's exponent by the quantizer's rule (e4m3_block_exponent_of_float) on the GPU and
 //           refuses a value that is not e4m3 times it, as cpu.fa3.fp8 does.
-// and `block_k`: the kernel's key tile and K's and V's block (128; or FA3's FP8 tiles, 160 at d = 64 and 224 at
-// d = 128).
+// and `block_k`: the kernel's key tile and K's and V's block (128, or 224 at d = 128: FA3's FP8 tile there).
 // Every call also writes V^T (the FP8 product's B operand must be K-major). O is stored in bf16 or fp16, RN or
 // SR with the CPU backends' Philox words.
 #include <cuda_runtime.h>
@@ -63,7 +62,7 @@ class CudaFa3Fp8 final : public Subject {
     } else if (name == "block_q") {
       if (value != std::to_string(kFp8BlockRows)) throw SubjectError(info_.name + ": block_q=" + value + ": the kernels' query blocks are 128 rows");
     } else if (name == "block_k") {
-      if (value != "128" && value != "160" && value != "224") throw SubjectError(info_.name + ": block_k=" + value + ": 128, 160 (head dim 64) or 224 (head dim 128)");
+      if (value != "128" && value != "224") throw SubjectError(info_.name + ": block_k=" + value + ": 128, or 224 (head dim 128 only)");
       block_k_ = std::stoi(value);
     } else {
       throw SubjectError(info_.name + ": no option " + name + " (operands, block_q, block_k)");
@@ -250,22 +249,22 @@ class CudaFa3Fp8 final : public Subject {
     return o == Format::fp16 ? StorageType::fp16 : StorageType::bf16;
   }
 
-  // FA3's FP8 tiles each at their head dim (fp8_key_tile_supported): 224 keys of S do not fit d = 64's three groups of
-  // 160 registers, and 160 keys at d = 128 were not compiled.
+  // 224-key tiles at d = 128 only (fp8_key_tile_supported): S of 224 keys does not fit d = 64's three groups of 160
+  // registers.
   void require_block_k(int head_dim) const {
     if (!fp8_key_tile_supported(block_k_, head_dim)) {
-      throw SubjectError(info_.name + ": block_k=" + std::to_string(block_k_) + " at head dim " + (block_k_ == 160 ? "64" : "128") + " only (got " + std::to_string(head_dim) + ")");
+      throw SubjectError(info_.name + ": block_k=" + std::to_string(block_k_) + " at head dim 128 only (got " + std::to_string(head_dim) + ")");
     }
   }
 
   void refresh_options() {
     info_.formats = scaled_ ? std::vector<Format>{Format::fp32, Format::bf16, Format::fp16} : std::vector<Format>{Format::e4m3};
-    info_.head_dims = block_k_ == 160 ? std::vector<int>{64} : block_k_ == 224 ? std::vector<int>{128} : std::vector<int>{64, 128};
+    info_.head_dims = block_k_ == 224 ? std::vector<int>{128} : std::vector<int>{64, 128};
     info_.options = {{"operands", scaled_ ? "scaled" : "e4m3",
                       "e4m3: e4m3 tensors; scaled: fp32, bf16 or fp16 tensors holding e4m3 values times a power-of-two scale per block (block_q rows of Q, "
                       "block_k of K and V)"},
                      {"block_q", std::to_string(kFp8BlockRows), "query rows per block scale (fixed: the kernels' tile)"},
-                     {"block_k", std::to_string(block_k_), "keys per block scale and per key tile: 128; 160 at head dim 64 or 224 at head dim 128 (FA3's FP8 tiles)"}};
+                     {"block_k", std::to_string(block_k_), "keys per block scale and per key tile: 128, or 224 at head dim 128 (FA3's FP8 tile there)"}};
   }
 
   SubjectInfo info_;
