@@ -3,10 +3,11 @@
 //   e4m3    Q, K, V are e4m3 tensors (the policy "e4m3": O in bf16, L in fp32); their block exponents are 0;
 //   scaled  Q, K, V are fp32, bf16 or fp16 tensors holding e4m3 values times a power of two per block (128 rows
 //           of Q, block_k keys of K and V: what a quantizer with per-block scales produces, fa3-accuracy's
-//           input); the subject finds
-//           each block's exponent by the quantizer's rule (e4m3_block_exponent_of_float) on the GPU and
-//           refuses a value that is not e4m3 times it, as cpu.fa3.fp8 does.
-// and `block_k`: the kernel's key tile and K's and V's block (128, or 224 at d = 128: FA3's FP8 tile there).
+//           input); the subject finds each block's exponent by the quantizer's rule
+//           (e4m3_block_exponent_of_float) on the GPU and refuses a value that is not e4m3 times it, as
+//           cpu.fa3.fp8 does;
+// and the same option `block_k`: the kernel's key tile and K's and V's block (128, or 224 at d = 128: FA3's FP8
+// tile there).
 // Every call also writes V^T (the FP8 product's B operand must be K-major). O is stored in bf16 or fp16, RN or
 // SR with the CPU backends' Philox words.
 #include <cuda_runtime.h>
