@@ -46,15 +46,15 @@ TEST(CudaFa3Fp8, PassesTheHarness) {
   for (const char* block_k : {"128", "224"}) {
     s->set_option("block_k", block_k);  // (224: the subject declares d = 128 only, so the cases are drawn at 128)
     for (const char* policy : {"e4m3", "e4m3,round=sr,seed=5"}) {
-    gradcheck::RunOptions o;
-    o.op = Op::fwd, o.policy = PrecisionPolicy::parse(policy), o.seed = harness_seed();
-    o.cases = o.policy.rounding == Rounding::stochastic ? std::max(1, harness_cases() / 4) : harness_cases();
-    o.limits.max_seq = 300;
-    const gradcheck::RunSummary r = gradcheck::run_cases(*s, o);
-    std::cout << "cuda.fa3.fp8 block_k=" << block_k << " fwd " << policy << ": " << r.passed << " passed, " << r.discarded << " discarded, " << r.weak << " weak of " << r.cases
-              << "; worst err/base " << r.worst_ratio << ", " << r.seconds << " s\n";
-    EXPECT_EQ(r.passed + r.discarded, r.cases) << "block_k=" << block_k << " " << policy << "\n" << (r.failure ? r.failure->minimal + "\n" + r.failure->report.summary() : "");
-    EXPECT_LE(10 * r.discarded, r.cases);
+      gradcheck::RunOptions o;
+      o.op = Op::fwd, o.policy = PrecisionPolicy::parse(policy), o.seed = harness_seed();
+      o.cases = o.policy.rounding == Rounding::stochastic ? std::max(1, harness_cases() / 4) : harness_cases();
+      o.limits.max_seq = 300;
+      const gradcheck::RunSummary r = gradcheck::run_cases(*s, o);
+      std::cout << "cuda.fa3.fp8 block_k=" << block_k << " fwd " << policy << ": " << r.passed << " passed, " << r.discarded << " discarded, " << r.weak << " weak of " << r.cases
+                << "; worst err/base " << r.worst_ratio << ", " << r.seconds << " s\n";
+      EXPECT_EQ(r.passed + r.discarded, r.cases) << "block_k=" << block_k << " " << policy << "\n" << (r.failure ? r.failure->minimal + "\n" + r.failure->report.summary() : "");
+      EXPECT_LE(10 * r.discarded, r.cases);
     }
   }
 }
@@ -208,48 +208,48 @@ TEST(CudaFa3Fp8, AgreesWithCpuFa3Fp8WithinTheAccumulationOrderDifference) {
   ASSERT_TRUE(gpu);
   auto cpu = cpu::make_cpu_fa3_fp8();
   for (const char* block_k : {"128", "224"}) {
-  gpu->set_option("block_k", block_k), cpu->set_option("block_k", block_k);
-  for (const char* policy_text : {"e4m3", "e4m3,o=fp16", "e4m3,round=sr,seed=9"}) {
-    const PrecisionPolicy policy = PrecisionPolicy::parse(policy_text);
-    gradcheck::GeneratorLimits limits;
-    limits.max_seq = 300;
-    const rc::Gen<gradcheck::Case> cases = gradcheck::case_generator(gpu->info(), policy, limits);
-    rc::Random random(11);
-    double worst = 0, worst_l = 0, differing = 0;
-    const int n = 60;
-    for (int i = 0; i < n; ++i) {
-      const gradcheck::Case c = cases(random.split(), 40).value();
-      const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
-      gradcheck::Caller on_gpu(*gpu, c), on_cpu(*cpu, c);
-      const gradcheck::Outputs g = on_gpu.fwd(in.q, in.k, in.v), h = on_cpu.fwd(in.q, in.k, in.v);
-      const Agreement a = agreement(c, g, h, in.q.values(), in.k.values(), in.v.values());
-      EXPECT_LE(a.o_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
-      EXPECT_LE(a.l_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
-      worst = std::max(worst, a.o_ratio), worst_l = std::max(worst_l, a.l_ratio), differing += a.differing;
+    gpu->set_option("block_k", block_k), cpu->set_option("block_k", block_k);
+    for (const char* policy_text : {"e4m3", "e4m3,o=fp16", "e4m3,round=sr,seed=9"}) {
+      const PrecisionPolicy policy = PrecisionPolicy::parse(policy_text);
+      gradcheck::GeneratorLimits limits;
+      limits.max_seq = 300;
+      const rc::Gen<gradcheck::Case> cases = gradcheck::case_generator(gpu->info(), policy, limits);
+      rc::Random random(11);
+      double worst = 0, worst_l = 0, differing = 0;
+      const int n = 60;
+      for (int i = 0; i < n; ++i) {
+        const gradcheck::Case c = cases(random.split(), 40).value();
+        const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+        gradcheck::Caller on_gpu(*gpu, c), on_cpu(*cpu, c);
+        const gradcheck::Outputs g = on_gpu.fwd(in.q, in.k, in.v), h = on_cpu.fwd(in.q, in.k, in.v);
+        const Agreement a = agreement(c, g, h, in.q.values(), in.k.values(), in.v.values());
+        EXPECT_LE(a.o_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
+        EXPECT_LE(a.l_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
+        worst = std::max(worst, a.o_ratio), worst_l = std::max(worst_l, a.l_ratio), differing += a.differing;
+      }
+      // (and long rows, past the generator's 300 keys: O's accumulation over 8192 keys)
+      for (int d : {64, 128}) {
+        if (!fp8_key_tile_supported(std::stoi(block_k), d)) continue;
+        gradcheck::Case c;
+        c.shape = {1, 2, 1, 64, 8192, d, d};
+        c.scale = 1 / std::sqrt(static_cast<double>(d)), c.policy = policy, c.seed = 40 + d;
+        const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+        gradcheck::Caller on_gpu(*gpu, c), on_cpu(*cpu, c);
+        const gradcheck::Outputs g = on_gpu.fwd(in.q, in.k, in.v), h = on_cpu.fwd(in.q, in.k, in.v);
+        const Agreement a = agreement(c, g, h, in.q.values(), in.k.values(), in.v.values());
+        std::cout << "  Nk = 8192, d = " << d << ": |difference| / bound " << a.o_ratio << ", L " << a.l_ratio << "\n";
+        EXPECT_LE(a.o_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
+        EXPECT_LE(a.l_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
+      }
+      std::cout << "cuda.fa3.fp8 vs cpu.fa3.fp8, block_k=" << block_k << ", " << policy_text << ": worst |difference| / bound = " << worst << ", L " << worst_l
+                << " x 2^-16 (1 + |L|); O elements differing " << 100 * differing / n << "%\n";
+      // The same SR words: were the streams or the indices wrong, about half the non-representable elements
+      // would round the other way. (O in bf16 only: QGMMA's logit noise is comparable to fp16's spacing, so an
+      // fp16 O differs in more places, 13 % measured at 716f5f4 on the H200, with no SR involved.)
+      if (policy.format(Role::o) == Format::bf16) {
+        EXPECT_LT(differing / n, 0.10) << policy_text;
+      }
     }
-    // (and long rows, past the generator's 300 keys: O's accumulation over 8192 keys)
-    for (int d : {64, 128}) {
-      if (!fp8_key_tile_supported(std::stoi(block_k), d)) continue;
-      gradcheck::Case c;
-      c.shape = {1, 2, 1, 64, 8192, d, d};
-      c.scale = 1 / std::sqrt(static_cast<double>(d)), c.policy = policy, c.seed = 40 + d;
-      const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
-      gradcheck::Caller on_gpu(*gpu, c), on_cpu(*cpu, c);
-      const gradcheck::Outputs g = on_gpu.fwd(in.q, in.k, in.v), h = on_cpu.fwd(in.q, in.k, in.v);
-      const Agreement a = agreement(c, g, h, in.q.values(), in.k.values(), in.v.values());
-      std::cout << "  Nk = 8192, d = " << d << ": |difference| / bound " << a.o_ratio << ", L " << a.l_ratio << "\n";
-      EXPECT_LE(a.o_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
-      EXPECT_LE(a.l_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
-    }
-    std::cout << "cuda.fa3.fp8 vs cpu.fa3.fp8, block_k=" << block_k << ", " << policy_text << ": worst |difference| / bound = " << worst << ", L " << worst_l
-              << " x 2^-16 (1 + |L|); O elements differing " << 100 * differing / n << "%\n";
-    // The same SR words: were the streams or the indices wrong, about half the non-representable elements
-    // would round the other way. (O in bf16 only: QGMMA's logit noise is comparable to fp16's spacing, so an
-    // fp16 O differs in more places, 13 % measured at 716f5f4 on the H200, with no SR involved.)
-    if (policy.format(Role::o) == Format::bf16) {
-      EXPECT_LT(differing / n, 0.10) << policy_text;
-    }
-  }
   }
 }
 
@@ -281,42 +281,42 @@ TEST(CudaFa3Fp8, ScaledOperandsWithPerBlockExponentsAgreeWithCpuFa3Fp8) {
   std::mt19937_64 gen(5);
   int runs = 0;
   for (int block_k : {128, 224}) {
-  gpu->set_option("block_k", std::to_string(block_k)), cpu->set_option("block_k", std::to_string(block_k));
-  for (const char* policy_text : {"fp32,o=bf16", "bf16", "fp16"}) {
-    for (int d : {64, 128}) {
-      if (!fp8_key_tile_supported(block_k, d)) continue;
-      for (Mask mask : {Mask::none, Mask::causal_bottom_right}) {
-        // (the keys in turn: 390, whole tiles only, and one key past them, where the last tile holds a single key)
-        const int nk = std::vector<int>{390, 2 * block_k, 2 * block_k + 1}[runs % 3];
-        gradcheck::Case c;
-        c.shape = {2, 4, 2, 300, nk, d, d};
-        c.mask = mask, c.scale = 1 / std::sqrt(static_cast<double>(d));
-        c.policy = PrecisionPolicy::parse(policy_text);
-        c.seed = 100 + runs;
-        gradcheck::CaseInputs in = gradcheck::make_inputs(c);
-        std::mt19937_64 g2(gen());
-        const bool narrow = c.policy.format(Role::q) == Format::fp16;
-        // (Q's and K's blocks shifted by up to 2^4 either way, V's by up to 2^20, fp16's, whose range would not hold
-        // that, unshifted; larger logits would meet a limit every FA kernel here shares: m is the rounded product
-        // x scale2, so fma(x, scale2, -m) of the row's largest is that rounding's error, which passes 2^7, and
-        // exp2 of it fp32's range, once |x scale2| passes 2^31)
-        const int qk_shift = narrow ? 0 : 4, v_shift = narrow ? 0 : 20;
-        const std::vector<double> q = quantize_blocks(in.q.values(), 2 * 4, 300, d, 128, qk_shift, g2),
-                                  k = quantize_blocks(in.k.values(), 2 * 2, nk, d, block_k, qk_shift, g2),
-                                  v = quantize_blocks(in.v.values(), 2 * 2, nk, d, block_k, v_shift, g2);
-        in.q.assign(q), in.k.assign(k), in.v.assign(v);
-        ASSERT_EQ(in.q.values(), q) << "the scaled values must be exact in " << policy_text;
-        gradcheck::Caller on_gpu(*gpu, c), on_cpu(*cpu, c);
-        const gradcheck::Outputs g = on_gpu.fwd(in.q, in.k, in.v), h = on_cpu.fwd(in.q, in.k, in.v);
-        const Agreement a = agreement(c, g, h, q, k, v);
-        std::cout << "scaled block_k=" << block_k << " " << policy_text << " d=" << d << " " << c.to_string() << ": |difference| / bound " << a.o_ratio << ", L " << a.l_ratio
-                  << ", differing " << 100 * a.differing << "%\n";
-        EXPECT_LE(a.o_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
-        EXPECT_LE(a.l_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
-        ++runs;
+    gpu->set_option("block_k", std::to_string(block_k)), cpu->set_option("block_k", std::to_string(block_k));
+    for (const char* policy_text : {"fp32,o=bf16", "bf16", "fp16"}) {
+      for (int d : {64, 128}) {
+        if (!fp8_key_tile_supported(block_k, d)) continue;
+        for (Mask mask : {Mask::none, Mask::causal_bottom_right}) {
+          // (the keys in turn: 390, whole tiles only, and one key past them, where the last tile holds a single key)
+          const int nk = std::vector<int>{390, 2 * block_k, 2 * block_k + 1}[runs % 3];
+          gradcheck::Case c;
+          c.shape = {2, 4, 2, 300, nk, d, d};
+          c.mask = mask, c.scale = 1 / std::sqrt(static_cast<double>(d));
+          c.policy = PrecisionPolicy::parse(policy_text);
+          c.seed = 100 + runs;
+          gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+          std::mt19937_64 g2(gen());
+          const bool narrow = c.policy.format(Role::q) == Format::fp16;
+          // (Q's and K's blocks shifted by up to 2^4 either way, V's by up to 2^20, fp16's, whose range would not hold
+          // that, unshifted; larger logits would meet a limit every FA kernel here shares: m is the rounded product
+          // x scale2, so fma(x, scale2, -m) of the row's largest is that rounding's error, which passes 2^7, and
+          // exp2 of it fp32's range, once |x scale2| passes 2^31)
+          const int qk_shift = narrow ? 0 : 4, v_shift = narrow ? 0 : 20;
+          const std::vector<double> q = quantize_blocks(in.q.values(), 2 * 4, 300, d, 128, qk_shift, g2),
+                                    k = quantize_blocks(in.k.values(), 2 * 2, nk, d, block_k, qk_shift, g2),
+                                    v = quantize_blocks(in.v.values(), 2 * 2, nk, d, block_k, v_shift, g2);
+          in.q.assign(q), in.k.assign(k), in.v.assign(v);
+          ASSERT_EQ(in.q.values(), q) << "the scaled values must be exact in " << policy_text;
+          gradcheck::Caller on_gpu(*gpu, c), on_cpu(*cpu, c);
+          const gradcheck::Outputs g = on_gpu.fwd(in.q, in.k, in.v), h = on_cpu.fwd(in.q, in.k, in.v);
+          const Agreement a = agreement(c, g, h, q, k, v);
+          std::cout << "scaled block_k=" << block_k << " " << policy_text << " d=" << d << " " << c.to_string() << ": |difference| / bound " << a.o_ratio << ", L " << a.l_ratio
+                    << ", differing " << 100 * a.differing << "%\n";
+          EXPECT_LE(a.o_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
+          EXPECT_LE(a.l_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
+          ++runs;
+        }
       }
     }
-  }
   }
 }
 
@@ -331,29 +331,29 @@ TEST(CudaFa3Fp8, SmallShapesSweep) {
   ASSERT_TRUE(gpu);
   auto cpu = cpu::make_cpu_fa3_fp8();
   for (int block_k : {128, 224}) {
-  gpu->set_option("block_k", std::to_string(block_k)), cpu->set_option("block_k", std::to_string(block_k));
-  for (int d : {64, 128}) {
-    if (!fp8_key_tile_supported(block_k, d)) continue;
-    for (int nq : {1, 7, 65, 130}) {
-      for (int nk : {1, 63, 130, 250}) {  // (250: a second key tile of either width, partly past Nk)
-        for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
-          gradcheck::Case c;
-          c.shape = {1, 8, 2, nq, nk, d, d};
-          c.mask = m, c.scale = 1 / std::sqrt(static_cast<double>(d));
-          c.policy = PrecisionPolicy::uniform(Format::e4m3);
-          c.layout = nq % 2 ? gradcheck::Layout::bnhd : gradcheck::Layout::bhnd;
-          c.seed = static_cast<std::uint64_t>(d * 1000 + nq * 10 + nk);
-          const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
-          gradcheck::Caller on_gpu(*gpu, c), on_cpu(*cpu, c);
-          const gradcheck::Outputs g = on_gpu.fwd(in.q, in.k, in.v), h = on_cpu.fwd(in.q, in.k, in.v);
-          for (double x : g.at("O").values()) ASSERT_TRUE(std::isfinite(x)) << "block_k=" << block_k << " " << c.to_string();
-          const Agreement a = agreement(c, g, h, in.q.values(), in.k.values(), in.v.values());
-          EXPECT_LE(a.o_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
-          EXPECT_LE(a.l_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
+    gpu->set_option("block_k", std::to_string(block_k)), cpu->set_option("block_k", std::to_string(block_k));
+    for (int d : {64, 128}) {
+      if (!fp8_key_tile_supported(block_k, d)) continue;
+      for (int nq : {1, 7, 65, 130}) {
+        for (int nk : {1, 63, 130, 250}) {  // (250: a second key tile of either width, partly past Nk)
+          for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
+            gradcheck::Case c;
+            c.shape = {1, 8, 2, nq, nk, d, d};
+            c.mask = m, c.scale = 1 / std::sqrt(static_cast<double>(d));
+            c.policy = PrecisionPolicy::uniform(Format::e4m3);
+            c.layout = nq % 2 ? gradcheck::Layout::bnhd : gradcheck::Layout::bhnd;
+            c.seed = static_cast<std::uint64_t>(d * 1000 + nq * 10 + nk);
+            const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+            gradcheck::Caller on_gpu(*gpu, c), on_cpu(*cpu, c);
+            const gradcheck::Outputs g = on_gpu.fwd(in.q, in.k, in.v), h = on_cpu.fwd(in.q, in.k, in.v);
+            for (double x : g.at("O").values()) ASSERT_TRUE(std::isfinite(x)) << "block_k=" << block_k << " " << c.to_string();
+            const Agreement a = agreement(c, g, h, in.q.values(), in.k.values(), in.v.values());
+            EXPECT_LE(a.o_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
+            EXPECT_LE(a.l_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
+          }
         }
       }
     }
-  }
   }
 }
 
