@@ -73,6 +73,10 @@ struct BackwardParams {
   StridedOut dq, dk, dv;
   float* delta = nullptr;      // workspace [B, Hq, Nq]: D = rowsum(dO o O)
   float* dq_accum = nullptr;   // workspace [B, Hq, Nq, d] fp32, 16-byte aligned: the dQ sum of fa2's fast mode, fa1 and fa3's fused backward
+  // workspace [B, Hkv] (fa3's fused backward; optional): per kv head, how many of the key-tiled pass's consumer
+  // warpgroups have finished adding their dQ partials. Given, dQ's conversion runs as a dependent launch that starts
+  // in the pass's last wave and converts each head once its count is full; nullptr: converted after the pass.
+  std::uint32_t* dq_ready = nullptr;
   bool deterministic = true;   // fa2: dQ by its own query-tiled pass (no atomics) rather than atomics
   DkDvLayout dk_dv_layout = DkDvLayout::automatic;
   int dk_dv_keys = 64;         // fa2, warp_keys layout: keys per block, 64 (4 warps) or 128 (8 warps)

@@ -178,6 +178,8 @@ class CudaAttentionSubject : public Subject {
   // fp32 dQ accumulator (FA1; FA2's fast mode).
   virtual bool needs_row_state() const { return false; }
   virtual bool needs_dq_accum() const { return false; }
+  // Whether its backward takes per-kv-head readiness counts for dQ's overlapped conversion (cuda.fa3 fused).
+  virtual bool needs_dq_ready() const { return false; }
   // Sets a family's own parameters (tile shape, backward mode) on the params.
   virtual void configure(ForwardParams&) const {}
   virtual void configure(BackwardParams&) const {}
@@ -185,8 +187,8 @@ class CudaAttentionSubject : public Subject {
 
   // The device workspaces of one call, freed with it.
   struct Workspace {
-    DeviceBuffer row_state, delta, dq_accum;
-    std::size_t bytes() const { return row_state.bytes() + delta.bytes() + dq_accum.bytes(); }
+    DeviceBuffer row_state, delta, dq_accum, dq_ready;
+    std::size_t bytes() const { return row_state.bytes() + delta.bytes() + dq_accum.bytes() + dq_ready.bytes(); }
   };
   Workspace forward_workspace(ForwardParams& p, std::size_t rows) const {
     Workspace w;
@@ -203,6 +205,11 @@ class CudaAttentionSubject : public Subject {
     if (needs_dq_accum()) {
       w.dq_accum = DeviceBuffer(rows * p.shape.head_dim * sizeof(float), info_.name, "the fp32 dQ accumulator");
       p.dq_accum = static_cast<float*>(w.dq_accum.get());
+    }
+    if (needs_dq_ready()) {
+      const auto heads = static_cast<std::size_t>(p.shape.batch) * p.shape.heads_kv;
+      w.dq_ready = DeviceBuffer(heads * sizeof(std::uint32_t), info_.name, "dQ's per-head readiness counts");
+      p.dq_ready = static_cast<std::uint32_t*>(w.dq_ready.get());
     }
     return w;
   }
@@ -328,7 +335,11 @@ class CudaFa3 final : public CudaAttentionSubject {
                       "from run to run) or two_pass (a key-tiled dK/dV pass and a query-tiled dQ pass: deterministic)"},
                      {"key_tile", "128",
                       "keys per K/V tile of the forward: 128, or 176 (FA3's tile for d = 128 without a mask; schedule auto or "
-                      "ws_overlap_pingpong; its twin is cpu.fa3 with block_k=176)"}};
+                      "ws_overlap_pingpong; its twin is cpu.fa3 with block_k=176)"},
+                     {"dq_convert", "overlapped",
+                      "bwd=fused: when dQ is scaled and rounded from its fp32 accumulator: overlapped (a dependent launch whose "
+                      "blocks convert each head once the key-tiled pass has finished it, on the SMs its last wave leaves idle) or "
+                      "after (a pass over dQ after the key-tiled pass). The same bits either way"}};
   }
 
   void set_option(const std::string& name, const std::string& value) override {
@@ -347,7 +358,12 @@ class CudaFa3 final : public CudaAttentionSubject {
       key_tile_ = std::stoi(value);
       return;
     }
-    if (name != "schedule") throw SubjectError(info_.name + ": no option " + name + " (schedule, bwd, key_tile)");
+    if (name == "dq_convert") {
+      if (value != "overlapped" && value != "after") throw SubjectError(info_.name + ": dq_convert=" + value + ": overlapped or after");
+      info_.options[3].value = value;
+      return;
+    }
+    if (name != "schedule") throw SubjectError(info_.name + ": no option " + name + " (schedule, bwd, key_tile, dq_convert)");
     for (Fa3Schedule s : kSchedules) {
       if (value == fa3_schedule_name(s)) {
         if (key_tile_ != 128 && s != Fa3Schedule::ws_overlap_pingpong) throw SubjectError(info_.name + ": schedule=" + value + " runs with key_tile=128 only");
@@ -370,6 +386,7 @@ class CudaFa3 final : public CudaAttentionSubject {
   void forward(const ForwardParams& p, cudaStream_t stream) override { fa3_forward(p, schedule_, stream, key_tile_); }
   void backward(const BackwardParams& p, cudaStream_t stream) override { fa3_backward(p, stream); }
   bool needs_dq_accum() const override { return !info_.deterministic; }
+  bool needs_dq_ready() const override { return !info_.deterministic && info_.options[3].value == "overlapped"; }
   void configure(BackwardParams& p) const override { p.deterministic = info_.deterministic; }
 
  private:

@@ -57,6 +57,7 @@ __global__ void __launch_bounds__(kConvertThreads) delta_kernel(const BackwardPa
     if constexpr (ZeroDqAccum) {
       float4* dst = reinterpret_cast<float4*>(p.dq_accum + static_cast<std::int64_t>(r) * s.head_dim + c);
       dst[0] = dst[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (p.dq_ready != nullptr && c == 0 && r < s.batch * s.heads_kv) p.dq_ready[r] = 0;  // (fa3 fused: the per-kv-head counts)
     }
   }
   for (int m = per_row / 2; m > 0; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
@@ -368,19 +369,29 @@ __global__ void __launch_bounds__(32 * kWarps) dk_dv_kernel(const BackwardParams
 // dQ = factor x the fp32 accumulator, rounded to T per the policy (factor s after the atomic mode,
 // 1 after the sequential one, whose partials are already scaled): a row per d / 4 threads, each
 // converting 4 values (one 16-byte load). kConvertThreads threads, rows_per_block(d / 4) rows a block.
+// The first row of block `block` and the thread's row and column:
+struct DqConvertSlot {
+  int row, col;
+};
+__device__ inline DqConvertSlot dq_convert_slot(const AttentionShapeParams& s, int block) {
+  const int per_row = s.head_dim / 4;
+  return {block * rows_per_block(per_row) + static_cast<int>(threadIdx.x) / per_row, static_cast<int>(threadIdx.x) % per_row * 4};
+}
 template <class T>
-__global__ void __launch_bounds__(kConvertThreads) dq_convert_kernel(const BackwardParams p, float factor) {
+__device__ inline void convert_dq4(const BackwardParams& p, float factor, DqConvertSlot slot) {
   const AttentionShapeParams& s = p.shape;
-  const int d = s.head_dim, per_row = d / 4;
-  const int rows = s.batch * s.heads_q * s.seq_q;
-  const int r = blockIdx.x * rows_per_block(per_row) + threadIdx.x / per_row, col = threadIdx.x % per_row * 4;
-  if (r >= rows) return;
+  const int r = slot.row, col = slot.col;
+  if (r >= s.batch * s.heads_q * s.seq_q) return;
   const int n = r % s.seq_q, h = r / s.seq_q % s.heads_q, b = r / s.seq_q / s.heads_q;
-  const std::int64_t index = static_cast<std::int64_t>(r) * d + col;  // logical [B, Hq, Nq, d] index
+  const std::int64_t index = static_cast<std::int64_t>(r) * s.head_dim + col;  // logical [B, Hq, Nq, d] index
   const float4 x = *reinterpret_cast<const float4*>(p.dq_accum + index);
   T* dst = static_cast<T*>(p.dq.data) + b * p.dq.batch + h * p.dq.head + n * p.dq.row + col;
   store_pair<T>(dst, factor * x.x, factor * x.y, p.rounding, p.grad_stream, static_cast<std::uint64_t>(index));
   store_pair<T>(dst + 2, factor * x.z, factor * x.w, p.rounding, p.grad_stream, static_cast<std::uint64_t>(index + 2));
+}
+template <class T>
+__global__ void __launch_bounds__(kConvertThreads) dq_convert_kernel(const BackwardParams p, float factor) {
+  convert_dq4<T>(p, factor, dq_convert_slot(p.shape, blockIdx.x));
 }
 
 template <int D, int kWarps, int kBlockN>

@@ -24,6 +24,7 @@
 
 #include "kernels/cuda/fa3_forward.cuh"
 #include "kernels/cuda/fa3_kernels.hpp"
+#include "kernels/cuda/hopper/grid_dependence.cuh"
 #include "kernels/cuda/hopper/tensor_map.hpp"
 #include "kernels/cuda/kernel_launch.cuh"
 
@@ -202,6 +203,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     fence_proxy_async_shared();
   }
   __syncthreads();
+  if constexpr (FusedDq) hopper::grid_launch_dependents();  // (dQ's conversion may take the SMs the last wave leaves idle)
 
   if (threadIdx.x >= kConsumerThreads) {
     setmaxnreg_dec<kProducerRegisters>();
@@ -344,7 +346,11 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     issue_dq<T, D>(dq, sDS + ((steps + 1) % 2) * kDsBytes, sK, group);
     wgmma_wait<0>();
     if (steps > 0) reduce_dq<D>(dq, sDQ + (2 * group + steps % 2) * kDqStageBytes, &dq_map, prev_q0, prev_h, b, group, warp, lane);
-    if (threadIdx.x % 128 == 0) bulk_wait_all();  // the reductions complete before the CTA's shared memory is released
+    if (threadIdx.x % 128 == 0) {
+      bulk_wait_all();  // the reductions complete before the CTA's shared memory is released
+      // (dq_ready given) this group's partials are all in: dQ's conversion counts the groups of every key tile
+      if (p.dq_ready != nullptr) hopper::count_release_after_async_writes(p.dq_ready + static_cast<std::int64_t>(b) * s.heads_kv + hk);
+    }
   }
   // dK = s dS^T Q, dV = P^T dO, rounded as the policy says (the gradients' Philox stream, logical [B, Hkv, Nk, D] index)
   T* dk_out = static_cast<T*>(p.dk.data) + b * p.dk.batch + hk * p.dk.head;
@@ -479,6 +485,40 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dq_kernel(const __grid_cons
   }
 }
 
+// --- dQ's conversion during the key-tiled pass (p.dq_ready given) ----------------------------------------------
+// A block converts dq_convert_kernel's rows once every consumer warpgroup of the kv heads they belong to has counted
+// in (`target`: kConsumers per key tile). Launched as the pass's programmatic dependent: its blocks are scheduled
+// once every CTA of the pass has started, so they take the SMs the pass's last wave leaves idle (a CTA of the pass
+// holds a whole SM: 227 KiB of shared memory and the register file) and convert the heads finished by then, instead
+// of a pass over dQ after the last CTA. Block order follows the order in which the pass finishes heads (its grid is
+// key tile, kv head, batch). The last block also waits for the pass to complete, so that this grid never completes
+// before its prerequisite: work queued after it in the stream sees the whole backward done.
+template <class T>
+__global__ void __launch_bounds__(kConvertThreads) dq_convert_ready_kernel(const BackwardParams p, float factor, std::uint32_t target) {
+  const AttentionShapeParams& s = p.shape;
+  const int rows = s.batch * s.heads_q * s.seq_q, first = static_cast<int>(blockIdx.x) * rows_per_block(s.head_dim / 4);
+  const int last = min(first + rows_per_block(s.head_dim / 4), rows) - 1;
+  const int group_size = s.heads_q / s.heads_kv;  // kv head of row r (over [B, Hq, Nq]): r / Nq / group_size
+  const int kv_first = first / s.seq_q / group_size, kv_last = last / s.seq_q / group_size;
+  if (static_cast<int>(threadIdx.x) <= kv_last - kv_first) hopper::wait_count_at_least(p.dq_ready + kv_first + threadIdx.x, target);
+  __syncthreads();  // (the acquire above, then the block's barrier: every thread's loads below see the partials)
+  convert_dq4<T>(p, factor, dq_convert_slot(s, static_cast<int>(blockIdx.x)));
+  if (blockIdx.x == gridDim.x - 1) hopper::grid_wait_prerequisites();
+}
+
+template <class T>
+void launch_dq_convert_ready(const BackwardParams& p, std::uint32_t target, cudaStream_t stream) {
+  const int rows = p.shape.batch * p.shape.heads_q * p.shape.seq_q, per_block = rows_per_block(p.shape.head_dim / 4);
+  cudaLaunchAttribute overlap[1];
+  overlap[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3((rows + per_block - 1) / per_block), config.blockDim = dim3(kConvertThreads), config.dynamicSmemBytes = 0;
+  config.stream = stream, config.attrs = overlap, config.numAttrs = 1;
+  check_launch_result(cudaLaunchKernelEx(&config, dq_convert_ready_kernel<T>, p, p.shape.scale, target),
+                      "cuda.fa3 backward: dQ from its accumulator, overlapped with the key-tiled pass");
+}
+
 // --- launch --------------------------------------------------------------------------------------------------
 CUtensorMap map_of(const Strided& x, const BackwardParams& p, int heads, int rows, std::uint32_t box_rows) {
   if (!tma_readable16(x, p.shape.batch, heads, rows, p.shape.head_dim)) {
@@ -508,7 +548,11 @@ void launch_backward(const BackwardParams& p, cudaStream_t stream) {
     const CUtensorMap dq_map = make_tensor_map_f32_sw128_bhnd(p.dq_accum, s.batch, s.heads_q, s.seq_q, s.head_dim, s.heads_q * rows * dim, rows * dim, dim, kGroupRows);
     kernel<<<kv_grid, kWsThreads, bytes, stream>>>(q64, k64, v64, g64, dq_map, p);
     check_launch("cuda.fa3 backward: dK, dV and dQ's partials");
-    launch_dq_convert<T>(p, s.scale, stream, "cuda.fa3 backward: dQ from its accumulator");
+    if (p.dq_ready != nullptr) {
+      launch_dq_convert_ready<T>(p, kConsumers * kv_grid.x, stream);
+    } else {
+      launch_dq_convert<T>(p, s.scale, stream, "cuda.fa3 backward: dQ from its accumulator");
+    }
     return;
   }
   {

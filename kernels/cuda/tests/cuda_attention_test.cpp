@@ -78,6 +78,8 @@ const GpuSubject kGpuSubjects[] = {
     // two-pass backward a quarter: its bits differ from the fused one's only in dQ's order of fp32 additions)
     {"fa3", "cuda.fa3", {}, cpu::make_cpu_fa3, {Op::fwd, Op::bwd}, 0},
     {"fa3_bwd_two_pass", "cuda.fa3", {{"bwd", "two_pass"}}, cpu::make_cpu_fa3, {Op::bwd}, 0, 4},
+    // (the fused backward with dQ converted after its pass rather than overlapped with it, the default: a quarter)
+    {"fa3_dq_convert_after", "cuda.fa3", {{"dq_convert", "after"}}, cpu::make_cpu_fa3, {Op::bwd}, 0, 4},
     {"fa3_one_group", "cuda.fa3", {{"schedule", "one_group"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     {"fa3_ws", "cuda.fa3", {{"schedule", "ws"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     {"fa3_ws_overlap", "cuda.fa3", {{"schedule", "ws_overlap"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},

@@ -206,13 +206,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor& q
   b.lse = l.data_ptr<float>(), b.delta = delta.data_ptr<float>();
   b.dq = strided_out(dq), b.dk = strided_out(dk), b.dv = strided_out(dv);
   b.rounding = {p.policy.rounding == Rounding::stochastic, p.policy.seed}, b.grad_stream = p.policy.stream(Role::grad).stream;
-  at::Tensor dq_accum;  // fa3.fused: the fp32 sum of dQ's partials (zeroed by the backward's D pass)
+  at::Tensor dq_accum, dq_ready;  // fa3.fused: the fp32 sum of dQ's partials, per-kv-head counts (both zeroed by the D pass)
   if (is_fa3(kernel)) {
     // fa3: the two-pass form, no atomics, the same bits every run (as cuda.fa2's backward); fa3.fused: FA3's one pass
     b.deterministic = kernel == "fa3";
     if (!b.deterministic) {
       dq_accum = at::empty(q.sizes(), q.options().dtype(at::kFloat));  // (contiguous [B, Hq, Nq, D]: its TMA map's layout)
       b.dq_accum = dq_accum.data_ptr<float>();
+      dq_ready = at::empty({p.shape.batch * p.shape.heads_kv}, q.options().dtype(at::kInt));  // (dQ converted as heads finish)
+      b.dq_ready = reinterpret_cast<std::uint32_t*>(dq_ready.data_ptr<int>());
     }
     launch(op, [&] { cuda::fa3_backward(b, current_stream(q)); });
   } else {
