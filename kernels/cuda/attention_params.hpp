@@ -77,6 +77,10 @@ struct BackwardParams {
   // warpgroups have finished adding their dQ partials. Given, dQ's conversion runs as a dependent launch that starts
   // in the pass's last wave and converts each head once its count is full; nullptr: converted after the pass.
   std::uint32_t* dq_ready = nullptr;
+  // Tests only (fault injection): with dq_ready given, the second consumer warpgroup of every CTA of the pass sleeps
+  // this long before its last dQ reduction, so that a conversion which did not wait for every warpgroup's count
+  // would read an incomplete head (fa3_backward_test.cpp). 0 in every real call.
+  std::uint32_t dq_ready_test_delay_ns = 0;
   bool deterministic = true;   // fa2: dQ by its own query-tiled pass (no atomics) rather than atomics
   DkDvLayout dk_dv_layout = DkDvLayout::automatic;
   int dk_dv_keys = 64;         // fa2, warp_keys layout: keys per block, 64 (4 warps) or 128 (8 warps)

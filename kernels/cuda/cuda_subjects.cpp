@@ -361,6 +361,7 @@ class CudaFa3 final : public CudaAttentionSubject {
     if (name == "dq_convert") {
       if (value != "overlapped" && value != "after") throw SubjectError(info_.name + ": dq_convert=" + value + ": overlapped or after");
       info_.options[3].value = value;
+      dq_overlapped_ = value == "overlapped";
       return;
     }
     if (name != "schedule") throw SubjectError(info_.name + ": no option " + name + " (schedule, bwd, key_tile, dq_convert)");
@@ -386,7 +387,7 @@ class CudaFa3 final : public CudaAttentionSubject {
   void forward(const ForwardParams& p, cudaStream_t stream) override { fa3_forward(p, schedule_, stream, key_tile_); }
   void backward(const BackwardParams& p, cudaStream_t stream) override { fa3_backward(p, stream); }
   bool needs_dq_accum() const override { return !info_.deterministic; }
-  bool needs_dq_ready() const override { return !info_.deterministic && info_.options[3].value == "overlapped"; }
+  bool needs_dq_ready() const override { return !info_.deterministic && dq_overlapped_; }
   void configure(BackwardParams& p) const override { p.deterministic = info_.deterministic; }
 
  private:
@@ -395,6 +396,7 @@ class CudaFa3 final : public CudaAttentionSubject {
   static constexpr Fa3Schedule kAuto = Fa3Schedule::automatic;
   Fa3Schedule schedule_ = kAuto;
   int key_tile_ = 128;
+  bool dq_overlapped_ = true;  // (option dq_convert)
 };
 
 // cuda.fa4 (kernels/cuda/NOTES.md): cuda.fa3's forward pipeline (ws_overlap_pingpong; with the grid scheduler at

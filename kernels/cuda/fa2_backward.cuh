@@ -31,7 +31,8 @@ namespace fc::kernels::cuda {
 // kConvertThreads threads and rows_per_block(d / 8) rows per block. With ZeroDqAccum each thread also
 // zeroes its 8 entries of the fp32 dQ accumulator (logical [B, Hq, Nq, d]; 16-byte aligned): the zeroing of
 // the backwards that sum dQ in fp32 (fa1, fa2.fast, fa3 fused), in the same pass over the rows instead of a
-// separate memset before their dK/dV pass.
+// separate memset before their dK/dV pass; and, where p.dq_ready is given (fa3 fused), its B x Hkv counts (rows
+// 0 .. B Hkv - 1: there are B Hq Nq >= B Hkv rows).
 constexpr int kConvertThreads = 256;
 __host__ __device__ constexpr int rows_per_block(int threads_per_row) { return kConvertThreads / threads_per_row; }
 
@@ -384,7 +385,9 @@ __device__ inline void convert_dq4(const BackwardParams& p, float factor, DqConv
   if (r >= s.batch * s.heads_q * s.seq_q) return;
   const int n = r % s.seq_q, h = r / s.seq_q % s.heads_q, b = r / s.seq_q / s.heads_q;
   const std::int64_t index = static_cast<std::int64_t>(r) * s.head_dim + col;  // logical [B, Hq, Nq, d] index
-  const float4 x = *reinterpret_cast<const float4*>(p.dq_accum + index);
+  // (__ldcg: an L2 read. The overlapped conversion reads the accumulator while the pass that writes it still runs, where a
+  // read through the non-coherent path would be wrong; after its acquire, the plain path would do too)
+  const float4 x = __ldcg(reinterpret_cast<const float4*>(p.dq_accum + index));
   T* dst = static_cast<T*>(p.dq.data) + b * p.dq.batch + h * p.dq.head + n * p.dq.row + col;
   store_pair<T>(dst, factor * x.x, factor * x.y, p.rounding, p.grad_stream, static_cast<std::uint64_t>(index));
   store_pair<T>(dst + 2, factor * x.z, factor * x.w, p.rounding, p.grad_stream, static_cast<std::uint64_t>(index + 2));

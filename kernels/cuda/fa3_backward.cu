@@ -345,6 +345,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     if (steps > 0) mbarrier_wait(&ds_full[(steps - 1) % 2], ((steps - 1) / 2) & 1);
     issue_dq<T, D>(dq, sDS + ((steps + 1) % 2) * kDsBytes, sK, group);
     wgmma_wait<0>();
+    if (p.dq_ready_test_delay_ns != 0 && group == 1 && threadIdx.x % 128 == 0) hopper::sleep_ns(p.dq_ready_test_delay_ns);  // (tests only)
     if (steps > 0) reduce_dq<D>(dq, sDQ + (2 * group + steps % 2) * kDqStageBytes, &dq_map, prev_q0, prev_h, b, group, warp, lane);
     if (threadIdx.x % 128 == 0) {
       bulk_wait_all();  // the reductions complete before the CTA's shared memory is released
@@ -488,11 +489,13 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dq_kernel(const __grid_cons
 // --- dQ's conversion during the key-tiled pass (p.dq_ready given) ----------------------------------------------
 // A block converts dq_convert_kernel's rows once every consumer warpgroup of the kv heads they belong to has counted
 // in (`target`: kConsumers per key tile). Launched as the pass's programmatic dependent: its blocks are scheduled
-// once every CTA of the pass has started, so they take the SMs the pass's last wave leaves idle (a CTA of the pass
-// holds a whole SM: 227 KiB of shared memory and the register file) and convert the heads finished by then, instead
+// once every CTA of the pass has started, so they take the SMs the pass's last wave leaves idle and convert the heads
+// finished by then, instead
 // of a pass over dQ after the last CTA. Block order follows the order in which the pass finishes heads (its grid is
 // key tile, kv head, batch). The last block also waits for the pass to complete, so that this grid never completes
-// before its prerequisite: work queued after it in the stream sees the whole backward done.
+// before its prerequisite: work queued after it in the stream sees the whole backward done. (What keeps these blocks
+// off the pass's SMs is its register file: 384 threads at ptxas's 168 registers hold 64512 of the SM's 65536. Were
+// that to change, they would share an SM with a CTA of the pass and poll there: slower, not wrong.)
 template <class T>
 __global__ void __launch_bounds__(kConvertThreads) dq_convert_ready_kernel(const BackwardParams p, float factor, std::uint32_t target) {
   const AttentionShapeParams& s = p.shape;
@@ -549,7 +552,7 @@ void launch_backward(const BackwardParams& p, cudaStream_t stream) {
     kernel<<<kv_grid, kWsThreads, bytes, stream>>>(q64, k64, v64, g64, dq_map, p);
     check_launch("cuda.fa3 backward: dK, dV and dQ's partials");
     if (p.dq_ready != nullptr) {
-      launch_dq_convert_ready<T>(p, kConsumers * kv_grid.x, stream);
+      launch_dq_convert_ready<T>(p, fa3_dq_ready_count(s), stream);
     } else {
       launch_dq_convert<T>(p, s.scale, stream, "cuda.fa3 backward: dQ from its accumulator");
     }
@@ -574,6 +577,8 @@ void launch_backward(const BackwardParams& p, cudaStream_t stream) {
 }
 
 }  // namespace
+
+unsigned fa3_dq_ready_count(const AttentionShapeParams& s) { return static_cast<unsigned>(kConsumers * ((s.seq_k + kCtaRows - 1) / kCtaRows)); }
 
 void fa3_backward(const BackwardParams& p, cudaStream_t stream) {
   const AttentionShapeParams& s = p.shape;

@@ -37,6 +37,10 @@ void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stre
 // that also adds dQ's partials into p.dq_accum by atomics (p.deterministic false: fused), or a key-tiled dK/dV pass
 // and a query-tiled dQ pass (p.deterministic: two passes, no atomics); p.delta is the D workspace.
 void fa3_backward(const BackwardParams& p, cudaStream_t stream);
+// What each of p.dq_ready's counts reaches when the fused backward's key-tiled pass is done: one per consumer
+// warpgroup per key tile of 128 (every CTA counts in, those with no query to visit too). The overlapped conversion
+// waits for it.
+unsigned fa3_dq_ready_count(const AttentionShapeParams& s);
 
 // cuda.fa4's forward: ws_overlap_pingpong (three groups at d = 64 with the grid scheduler) with FA4's softmax
 // (fa3_forward.cuh, SoftmaxRule): the running max

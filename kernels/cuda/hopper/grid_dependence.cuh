@@ -38,4 +38,9 @@ __device__ inline void wait_count_at_least(const std::uint32_t* count, std::uint
   while (load_acquire(count) < target) __nanosleep(256);
 }
 
+// Sleeps about `ns` nanoseconds (__nanosleep takes at most 1 ms at a time).
+__device__ inline void sleep_ns(std::uint32_t ns) {
+  for (std::uint32_t slept = 0; slept < ns; slept += 100000) __nanosleep(ns - slept < 100000 ? ns - slept : 100000);
+}
+
 }  // namespace fc::kernels::cuda::hopper

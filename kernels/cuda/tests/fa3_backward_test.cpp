@@ -6,9 +6,10 @@
 // read a head before its partials were in would differ there by whole partials. With more key tiles the order of the
 // fp32 additions varies from run to run in either form, and cancellation makes the difference unbounded in units of
 // the result's last place; the harness grades those shapes against the oracle (cuda_attention_test.cpp).
-// The shapes put 48 and 64 CTAs (fewer than the 132 SMs: the conversion's blocks start beside the pass at once) and 300 (more
-// than two waves) in the pass; GQA, both masks, one query row (a conversion block spans several kv heads), query
-// tails, bf16 and fp16, SR, head dims 64 and 128.
+// The shapes: 48 and 64 CTAs in the pass (fewer than the 132 SMs, so the conversion's blocks start beside it at once: with
+// the wait removed, these fail) and 300 (more than two waves); GQA, both masks, one query row (a conversion block spans
+// several kv heads), query tails, bf16 and fp16, SR, head dims 64 and 128. A wait that is merely short (a target one
+// count low) slips through that race window; the second test widens it on purpose.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,9 +19,14 @@
 #include <string>
 #include <vector>
 
+#include <cuda_runtime.h>
+
 #include "gradcheck/caller.hpp"
 #include "gradcheck/inputs.hpp"
 #include "kernels/cuda/cuda_subjects.hpp"
+#include "kernels/cuda/device_fill.hpp"
+#include "kernels/cuda/device_memory.hpp"
+#include "kernels/cuda/fa3_kernels.hpp"
 #include "kernels/cuda/tests/gpu_test_support.hpp"
 
 namespace fc::kernels::cuda {
@@ -64,6 +70,77 @@ TEST(Fa3Backward, OverlappedDqConversionAgreesWithTheOneAfter) {
     }
   }
   std::cout << compared << " cases: dQ, dK and dV bit for bit, overlapped against after\n";
+}
+
+// Straight on the entry points (the subject keeps its workspaces to itself): every kv head's count reaches
+// fa3_dq_ready_count, which is 2 per key tile of 128 (CTAs that visit no query count too: top-left causal with Nq < Nk),
+// and, with the second warpgroup of every CTA held back 200 us before its last dQ reduction (the tests-only delay), the
+// overlapped conversion still gives the bits of the one after the pass where those are deterministic (one key tile).
+// A target below the full count, or a count before the reductions it stands for, converts rows without that
+// warpgroup's last partial.
+TEST(Fa3Backward, TheConversionWaitsForEveryWarpgroupsLastPartial) {
+  REQUIRE_HOPPER();
+  struct Shape {
+    int batch, heads_q, heads_kv, nq, nk;
+    CausalMask mask;
+  };
+  const Shape shapes[] = {{2, 8, 4, 300, 100, CausalMask::none},
+                          {2, 4, 4, 200, 128, CausalMask::bottom_right},
+                          {2, 4, 2, 100, 400, CausalMask::top_left},
+                          {1, 4, 4, 700, 700, CausalMask::none}};
+  const std::string who = "Fa3Backward";
+  int compared = 0;
+  for (int d : {64, 128}) {
+    for (const Shape& sh : shapes) {
+      AttentionShapeParams s;
+      s.batch = sh.batch, s.heads_q = sh.heads_q, s.heads_kv = sh.heads_kv, s.seq_q = sh.nq, s.seq_k = sh.nk, s.head_dim = d;
+      s.mask = sh.mask, s.scale = static_cast<float>(1 / std::sqrt(static_cast<double>(d)));
+      const std::size_t nq = static_cast<std::size_t>(sh.batch) * sh.heads_q * sh.nq * d, nk = static_cast<std::size_t>(sh.batch) * sh.heads_kv * sh.nk * d;
+      const std::size_t rows = static_cast<std::size_t>(sh.batch) * sh.heads_q * sh.nq, heads_kv = static_cast<std::size_t>(sh.batch) * sh.heads_kv;
+      DeviceBuffer q(nq * 2, who, "Q"), k(nk * 2, who, "K"), v(nk * 2, who, "V"), o(nq * 2, who, "O"), g(nq * 2, who, "dO");
+      DeviceBuffer lse(rows * 4, who, "L"), delta(rows * 4, who, "D"), accum(nq * 4, who, "dQ's accumulator"), ready(heads_kv * 4, who, "counts");
+      DeviceBuffer dq_after(nq * 2, who, "dQ after"), dq_overlapped(nq * 2, who, "dQ overlapped"), dk(nk * 2, who, "dK"), dv(nk * 2, who, "dV");
+      const std::uint64_t seed = static_cast<std::uint64_t>(d * 1000 + sh.nk);
+      fill_normal(q.get(), nq, StorageType::bf16, seed, 1), fill_normal(k.get(), nk, StorageType::bf16, seed, 2);
+      fill_normal(v.get(), nk, StorageType::bf16, seed, 3), fill_normal(g.get(), nq, StorageType::bf16, seed, 4);
+      const auto in = [&](const DeviceBuffer& b, int heads, int n) {
+        return Strided{b.get(), static_cast<std::int64_t>(heads) * n * d, static_cast<std::int64_t>(n) * d, d};
+      };
+      const auto out = [&](const DeviceBuffer& b, int heads, int n) {
+        return StridedOut{b.get(), static_cast<std::int64_t>(heads) * n * d, static_cast<std::int64_t>(n) * d, d};
+      };
+      ForwardParams f;
+      f.shape = s, f.type = StorageType::bf16, f.q = in(q, sh.heads_q, sh.nq), f.k = in(k, sh.heads_kv, sh.nk), f.v = in(v, sh.heads_kv, sh.nk);
+      f.o = out(o, sh.heads_q, sh.nq), f.lse = static_cast<float*>(lse.get());
+      fa3_forward(f, Fa3Schedule::automatic, nullptr);
+      BackwardParams b;
+      b.shape = s, b.type = StorageType::bf16, b.q = f.q, b.k = f.k, b.v = f.v, b.o = in(o, sh.heads_q, sh.nq), b.dout = in(g, sh.heads_q, sh.nq);
+      b.lse = static_cast<const float*>(lse.get()), b.delta = static_cast<float*>(delta.get()), b.dq_accum = static_cast<float*>(accum.get());
+      b.dk = out(dk, sh.heads_kv, sh.nk), b.dv = out(dv, sh.heads_kv, sh.nk), b.deterministic = false;
+      b.dq = out(dq_after, sh.heads_q, sh.nq);
+      fa3_backward(b, nullptr);
+      b.dq = out(dq_overlapped, sh.heads_q, sh.nq), b.dq_ready = static_cast<std::uint32_t*>(ready.get()), b.dq_ready_test_delay_ns = 200000;
+      fa3_backward(b, nullptr);
+      check_cuda(cudaDeviceSynchronize(), who, "the backwards");
+      std::vector<std::uint16_t> after(nq), overlapped(nq);
+      std::vector<std::uint32_t> counts(heads_kv);
+      check_cuda(cudaMemcpy(after.data(), dq_after.get(), nq * 2, cudaMemcpyDeviceToHost), who, "dQ after");
+      check_cuda(cudaMemcpy(overlapped.data(), dq_overlapped.get(), nq * 2, cudaMemcpyDeviceToHost), who, "dQ overlapped");
+      check_cuda(cudaMemcpy(counts.data(), ready.get(), heads_kv * 4, cudaMemcpyDeviceToHost), who, "counts");
+      const std::string what = "d " + std::to_string(d) + ", B " + std::to_string(sh.batch) + ", Hq " + std::to_string(sh.heads_q) + ", Hkv " +
+                               std::to_string(sh.heads_kv) + ", Nq " + std::to_string(sh.nq) + ", Nk " + std::to_string(sh.nk);
+      const unsigned tiles = static_cast<unsigned>((sh.nk + 127) / 128);
+      EXPECT_EQ(fa3_dq_ready_count(s), 2 * tiles) << what;
+      for (std::size_t i = 0; i < heads_kv; ++i) EXPECT_EQ(counts[i], 2 * tiles) << "kv head " << i << ": " << what;
+      if (sh.nk <= 128) {
+        std::size_t differing = 0;
+        for (std::size_t i = 0; i < nq; ++i) differing += after[i] != overlapped[i];
+        EXPECT_EQ(differing, 0u) << "dQ entries differing: " << what;
+        ++compared;
+      }
+    }
+  }
+  std::cout << compared << " shapes with dQ compared bit for bit under the delay; counts checked on all\n";
 }
 
 }  // namespace
