@@ -38,9 +38,16 @@ __device__ inline void wait_count_at_least(const std::uint32_t* count, std::uint
   while (load_acquire(count) < target) __nanosleep(256);
 }
 
-// Sleeps about `ns` nanoseconds (__nanosleep takes at most 1 ms at a time).
+// Holds the calling thread for at least `ns` nanoseconds of the GPU's global timer (__nanosleep alone may return
+// early: its duration is anywhere in [0, 2 t]).
+__device__ inline std::uint64_t global_timer_ns() {
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 __device__ inline void sleep_ns(std::uint32_t ns) {
-  for (std::uint32_t slept = 0; slept < ns; slept += 100000) __nanosleep(ns - slept < 100000 ? ns - slept : 100000);
+  const std::uint64_t end = global_timer_ns() + ns;
+  while (global_timer_ns() < end) __nanosleep(1000);
 }
 
 }  // namespace fc::kernels::cuda::hopper
