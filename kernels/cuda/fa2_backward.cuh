@@ -370,7 +370,7 @@ __global__ void __launch_bounds__(32 * kWarps) dk_dv_kernel(const BackwardParams
 // dQ = factor x the fp32 accumulator, rounded to T per the policy (factor s after the atomic mode,
 // 1 after the sequential one, whose partials are already scaled): a row per d / 4 threads, each
 // converting 4 values (one 16-byte load). kConvertThreads threads, rows_per_block(d / 4) rows a block.
-// The first row of block `block` and the thread's row and column:
+// The row and the first of the 4 columns that this thread of block `block` converts:
 struct DqConvertSlot {
   int row, col;
 };

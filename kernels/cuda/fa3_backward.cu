@@ -490,8 +490,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dq_kernel(const __grid_cons
 // A block converts dq_convert_kernel's rows once every consumer warpgroup of the kv heads they belong to has counted
 // in (`target`: kConsumers per key tile). Launched as the pass's programmatic dependent: its blocks are scheduled
 // once every CTA of the pass has started, so they take the SMs the pass's last wave leaves idle and convert the heads
-// finished by then, instead
-// of a pass over dQ after the last CTA. Block order follows the order in which the pass finishes heads (its grid is
+// finished by then, instead of a pass over dQ after the last CTA. Block order follows the order in which the pass finishes heads (its grid is
 // key tile, kv head, batch). The last block also waits for the pass to complete, so that this grid never completes
 // before its prerequisite: work queued after it in the stream sees the whole backward done. (What keeps these blocks
 // off the pass's SMs is its register file: 384 threads at ptxas's 168 registers hold 64512 of the SM's 65536. Were

@@ -3,8 +3,8 @@
 // has finished. cuda.fa3's fused backward uses them to convert each head's dQ during the key-tiled pass's last wave.
 //
 // The protocol: the prerequisite grid calls grid_launch_dependents() early (the dependent grid may then be scheduled
-// on SMs the prerequisite leaves idle); a producer thread whose results are written calls count_release(); a
-// dependent block calls wait_count_at_least() before reading them. The counts carry the ordering (release and
+// on SMs the prerequisite leaves idle); a producer thread whose results are written calls
+// count_release_after_async_writes(); a dependent block calls wait_count_at_least() before reading them. The counts carry the ordering (release and
 // acquire at gpu scope), not the launch: without the launch attribute the dependent grid simply runs after.
 #pragma once
 
