@@ -260,7 +260,10 @@ class CudaFa3Fp8 final : public Subject {
 
   void refresh_options() {
     info_.formats = scaled_ ? std::vector<Format>{Format::fp32, Format::bf16, Format::fp16} : std::vector<Format>{Format::e4m3};
-    info_.head_dims = block_k_ == 224 ? std::vector<int>{128} : std::vector<int>{64, 128};
+    info_.head_dims.clear();  // (the compiled head dims that take this block_k: fp8_key_tile_supported, the one list)
+    for (int d : {64, 128}) {
+      if (fp8_key_tile_supported(block_k_, d)) info_.head_dims.push_back(d);
+    }
     info_.options = {{"operands", scaled_ ? "scaled" : "e4m3",
                       "e4m3: e4m3 tensors; scaled: fp32, bf16 or fp16 tensors holding e4m3 values times a power-of-two scale per block (block_q rows of Q, "
                       "block_k of K and V)"},
