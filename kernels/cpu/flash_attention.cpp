@@ -18,22 +18,10 @@
 #include "kernels/cpu/thread_pool.hpp"
 #include "kernels/cpu/tile_math.hpp"
 #include "kernels/tensor_io.hpp"
+#include "precision/exp2_emulated.hpp"
 #include "precision/fp8.hpp"
 
 namespace fc::kernels::cpu {
-
-// 2^x as FA4 emulates it: 2^floor(x) * p(frac(x)), p a cubic evaluated with FMAs (Horner), the
-// integer part added to the exponent. p is the minimax cubic for 2^f on [0, 1) in relative error,
-// fitted here: max relative error 7.49e-5 = 2^-13.7 (0.02 u of bf16, 0.15 u of fp16, 2^10 u of fp32).
-float exp2_emulated(float x) {
-  if (x < -126.0f) return 0.0f;  // below the normal range: flushed, as the bit trick cannot build it
-  const float n = std::floor(x);
-  const float f = x - n;
-  float p = std::fma(0.0780240310260709f, f, 0.22606707273039292f);
-  p = std::fma(p, f, 0.6958339921071451f);
-  p = std::fma(p, f, 0.9999251255464429f);
-  return std::ldexp(p, static_cast<int>(n));
-}
 
 namespace {
 
@@ -88,8 +76,8 @@ class Flash {
 
  private:
   A exp2(A x, int column, long long& emulated) const {
-    // (columns in blocks of 8, the first round(8 f) of every 8 blocks: per 128-key tile, the n8 blocks nb with
-    // nb % 8 < 8 f, which cuda.fa4 emulates, warp-uniformly)
+    // (`column` within its key tile, in blocks of 8: the first round(8 f) of every 8 blocks, the n8 blocks nb
+    // with nb % 8 < 8 f that cuda.fa4 emulates, warp-uniformly)
     if (o_.exp2_fraction > 0 && (column / 8) % 8 < static_cast<int>(o_.exp2_fraction * 8 + 0.5)) {
       ++emulated;
       return static_cast<A>(exp2_emulated(static_cast<float>(x)));
@@ -139,7 +127,7 @@ class Flash {
             s[j] = 0;
             continue;
           }
-          s[j] = exp2(std::fma(s[j], scale2, -m[r]), j0 + j, emulated);  // P, unnormalised
+          s[j] = exp2(std::fma(s[j], scale2, -m[r]), j, emulated);  // P, unnormalised
           ++exponentials;
           row_sum += s[j];
         }
@@ -249,8 +237,6 @@ class FlashSubject final : public Subject {
     info_.max_head_dim = 256;
     info_.masks = {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right};
     info_.stochastic_rounding = true;
-    // the emulated exp2 is a float polynomial: an fp64 accumulation would not be what it claims
-    if (defaults.exp2_fraction > 0) info_.accumulate_formats = {Format::fp32};
     refresh_options();
   }
   const SubjectInfo& info() const override { return info_; }
@@ -337,6 +323,8 @@ class FlashSubject final : public Subject {
   }
 
   void refresh_options() {
+    // (the emulated exp2 is a float polynomial: an fp64 accumulation would not be what it claims)
+    info_.accumulate_formats = o_.exp2_fraction > 0 ? std::vector<Format>{Format::fp32} : std::vector<Format>{Format::fp32, Format::fp64};
     if (o_.fp8) info_.formats = o_.fp8_scaled ? std::vector<Format>{Format::fp32, Format::bf16, Format::fp16} : std::vector<Format>{Format::e4m3};
     info_.options = {{"block_q", std::to_string(o_.block_q), "query rows per tile"},
                      {"block_k", std::to_string(o_.block_k), "keys per tile"},

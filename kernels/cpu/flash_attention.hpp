@@ -9,8 +9,9 @@
 // dQ. No atomics, no [Nq, Nk] buffer: memory O(tile) per task plus O(N d) for K^T and V^T.
 // FA4 (cpu.fa4): the running max is raised only when a tile's max exceeds it by >= tau (default 8,
 // log2 units); otherwise the old max stays and the exponentials run up to 2^tau. Counters: rescales.
-// cpu.fa4.emulated: half the exponentials by FA4's cubic (exp2_emulated): exp2_fraction f emulates the columns j
-// with (j / 8) % 8 < round(8 f), the n8 blocks cuda.fa4 emulates.
+// cpu.fa4.emulated: half the exponentials by FA4's cubic (precision/exp2_emulated.hpp, the same source as the
+// GPU's): exp2_fraction f emulates the columns j of a key tile with (j / 8) % 8 < round(8 f), the n8 blocks
+// cuda.fa4 emulates.
 // FA3 (cpu.fa3): FA2's math (EQUATIONS.md: FA3 changes the schedule, not the arithmetic) with FA3's
 // Hopper forward tiles, 128 x 128. cpu.fa3.fp8: FA3's FP8 forward, the numerics cuda.fa3's QGMMA
 // path must match: Q, K, V as e4m3 operands, S = Q K^T accumulated in fp32 (e4m3 products are exact in
@@ -48,9 +49,6 @@ struct FlashOptions {
   bool fp8 = false;                // FP8 forward: P in e4m3 before P V (cpu.fa3.fp8)
   bool fp8_scaled = false;         // with fp8: operands in a wider format, e4m3 times per-block scales
 };
-
-// FA4's emulated 2^x (see flash_attention.cpp for the polynomial and its error).
-float exp2_emulated(float x);
 
 std::unique_ptr<Subject> make_cpu_fa2();
 std::unique_ptr<Subject> make_cpu_fa3();

@@ -28,6 +28,7 @@
 #include "kernels/cuda/hopper/wgmma_tma.cuh"
 #include "kernels/cuda/output_store.cuh"
 #include "kernels/cuda/tile_primitives.cuh"
+#include "precision/exp2_emulated.hpp"
 
 namespace fc::kernels::cuda::fa3 {
 
@@ -153,7 +154,8 @@ __device__ inline void issue_pv(float (&o)[D / 8][4], const std::uint32_t (&pa)[
 // tau (log2 units), so most tiles skip alpha's exponential and O's rescale and the exponentials run up to 2^tau
 // against the stale max (counted in rescales, per row and tile after the first); EmulatedEighths computes the
 // exponentials of n8 blocks nb with nb % 8 < EmulatedEighths (that share of them, the same columns as the CPU
-// twin's) by exp2_emulated on the FMA pipes instead of the special-function unit.
+// twin's) by exp2_emulated (precision/exp2_emulated.hpp, the CPU twin's source) on the FMA pipes and the ALU
+// instead of the special-function unit.
 template <bool Selective, int EmulatedEighths>
 struct SoftmaxRule {
   static_assert(EmulatedEighths >= 0 && EmulatedEighths <= 8, "eighths of the exponentials");
@@ -167,20 +169,6 @@ struct RowStats {
   float tau = 0.f;   // (Selective)
   int rescales = 0;  // (Selective: counted by the quad's first thread, t == 0)
 };
-
-// FA4's 2^x: 2^floor(x) p(frac(x)) with the cubic p of kernels/cpu/flash_attention.cpp's exp2_emulated (max
-// relative error 7.5e-5: 0.02 u of bf16, 0.15 u of fp16), the same FMA sequence, so the same bits as the CPU
-// twin for x >= -126 (below: 0, both). 2^floor(x) is built as a float (normal for floor(x) >= -126) and
-// multiplied in, which rounds a subnormal result as ldexp does (no flush to zero in this build).
-__device__ inline float exp2_emulated(float x) {
-  if (x < -126.0f) return 0.0f;
-  const float n = floorf(x);
-  const float f = x - n;
-  float p = fmaf(0.0780240310260709f, f, 0.22606707273039292f);
-  p = fmaf(p, f, 0.6958339921071451f);
-  p = fmaf(p, f, 0.9999251255464429f);
-  return p * __int_as_float((static_cast<int>(n) + 127) << 23);
-}
 
 template <bool Masked, class Rule, int NB>
 __device__ inline void softmax_tile_as(float (&sc)[NB][4], RowStats& st, float (&alpha)[2], int col0, const GroupThread& th,
@@ -230,7 +218,7 @@ __device__ inline void softmax_tile_as(float (&sc)[NB][4], RowStats& st, float (
         float& x = sc[nb][2 * r + c];
         // (unmasked, every x and so m_new is finite: no -inf test)
         const float arg = fmaf(x, scale2, -m_new);
-        const float e = nb % 8 < Rule::kEmulatedEighths ? exp2_emulated(arg) : fast_exp2(arg);
+        const float e = nb % 8 < Rule::kEmulatedEighths ? fc::exp2_emulated(arg) : fast_exp2(arg);
         x = Masked && x == -INFINITY ? 0.f : e;
         row_sum += x;
       }

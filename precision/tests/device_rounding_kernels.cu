@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "precision/exp2_emulated.hpp"
 #include "precision/tests/device_rounding_kernels.hpp"
 
 namespace fc::testing {
@@ -18,6 +19,10 @@ __global__ void round_kernel(const float* in, const double* in64, std::size_t n,
     h[i] = round_to<fp16>(in[i], mode, w);
     h64[i] = round_to<fp16>(in64[i], mode, w);
   }
+}
+
+__global__ void exp2_emulated_kernel(const float* in, std::size_t n, float* out) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) out[i] = exp2_emulated(in[i]);
 }
 
 void check(cudaError_t e, const char* what) {
@@ -65,6 +70,19 @@ DeviceRoundingResult round_on_device(const std::vector<float>& in, const std::ve
     cudaFree(p);
   }
   return r;
+}
+
+std::vector<float> exp2_emulated_on_device(const std::vector<float>& in) {
+  const std::size_t n = in.size();
+  float* d_in = device_alloc<float>(n);
+  float* d_out = device_alloc<float>(n);
+  check(cudaMemcpy(d_in, in.data(), n * sizeof(float), cudaMemcpyHostToDevice), "copy in");
+  exp2_emulated_kernel<<<97, 256>>>(d_in, n, d_out);
+  check(cudaGetLastError(), "launch");
+  std::vector<float> out(n);
+  check(cudaMemcpy(out.data(), d_out, n * sizeof(float), cudaMemcpyDeviceToHost), "copy out");
+  cudaFree(d_in), cudaFree(d_out);
+  return out;
 }
 
 }  // namespace fc::testing

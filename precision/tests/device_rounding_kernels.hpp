@@ -1,4 +1,4 @@
-// Launchers for the device side of the host/device agreement test (device_rounding_test.cpp).
+// Launchers for the device side of the host/device agreement tests (device_rounding_test.cpp).
 #pragma once
 
 #include <cstdint>
@@ -25,5 +25,8 @@ struct DeviceRoundingResult {
 // Throws std::runtime_error on a CUDA error.
 DeviceRoundingResult round_on_device(const std::vector<float>& in, const std::vector<double>& in64, Rounding mode,
                                      RandomStream stream);
+
+// Runs on the GPU: exp2_emulated(in[i]) (precision/exp2_emulated.hpp). Throws std::runtime_error on a CUDA error.
+std::vector<float> exp2_emulated_on_device(const std::vector<float>& in);
 
 }  // namespace fc::testing

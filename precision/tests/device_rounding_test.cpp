@@ -1,8 +1,11 @@
 // The GPU draws the same Philox words and rounds to the same bits as the host, for every mode, on
-// 2^22 inputs that mix ordinary values, subnormals, overflow and NaN/Inf. Label `gpu`.
+// 2^22 inputs that mix ordinary values, subnormals, overflow and NaN/Inf; and FA4's emulated 2^x gives the
+// host's bits (the twins cuda.fa4 / cpu.fa4.emulated rely on it). Label `gpu`.
 #include <gtest/gtest.h>
 
 #include <random>
+
+#include "precision/exp2_emulated.hpp"
 
 #include "precision/tests/device_rounding_kernels.hpp"
 
@@ -31,6 +34,21 @@ TEST(DeviceRounding, HostAndDeviceAgreeBitForBit) {
       ASSERT_EQ(d.fp16_from_double[i].bits, round_to<fp16>(in64[i], mode, w).bits) << "element " << i << " " << name(mode);
     }
   }
+}
+
+// Every argument the softmax passes (<= 0, down past the clamp at -125) on a grid of 2^-16 and at random
+// bit patterns of [-256, 0]: the device's nvcc-compiled sequence (FADD, FFMA, shift-add) equals g++'s.
+TEST(DeviceRounding, Exp2EmulatedGivesTheHostsBits) {
+  if (const std::string why = testing::cuda_device_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  std::vector<float> in;
+  for (int i = -130 * 65536; i <= 2 * 65536; ++i) in.push_back(static_cast<float>(i) / 65536.0f);
+  std::mt19937 rng(5);
+  while (in.size() < (std::size_t{1} << 24)) {
+    const float x = -float_from_bits(rng() & 0x7fffffffu);
+    if (x >= -256.0f) in.push_back(x);
+  }
+  const std::vector<float> d = testing::exp2_emulated_on_device(in);
+  for (std::size_t i = 0; i < in.size(); ++i) ASSERT_EQ(bits_of(d[i]), bits_of(exp2_emulated(in[i]))) << "x = " << in[i];
 }
 
 }  // namespace
