@@ -217,14 +217,18 @@ TEST(CpuBackends, Fa4RescalesLessAsTheThresholdRises) {
   EXPECT_EQ(previous, 0) << "with 2^30 headroom no rescale beyond each row's first tile";
 }
 
-// The emulated exponentials are the columns j with (j / 8) % 8 < round(8 f): per 128-key tile, the n8 blocks that
-// cuda.fa4 emulates warp-uniformly (kernels/cuda/fa3_forward.cuh, SoftmaxRule). With 1024 keys (a multiple of 64) that is exactly
-// the fraction f of the exponentials, for each fraction the GPU compiles.
+// The emulated exponentials are the columns j of a key tile with (j / 8) % 8 < round(8 f): the n8 blocks that
+// cuda.fa4 emulates warp-uniformly in each tile (kernels/cuda/fa3_forward.cuh, SoftmaxRule). With tiles of 128 keys
+// and 1024 keys that is exactly the fraction f of the exponentials, for each fraction the GPU compiles. With tiles
+// of 96 keys (12 blocks) the rule restarts in each tile: at f = 0.5 blocks 0-3 and 8-11 of each of the ten full
+// tiles and blocks 0-3 of the last tile of 64 keys, 672 of the 1024 columns (a rule on the key's global index
+// would give 512).
 TEST(CpuBackends, Fa4EmulatesTheFractionOfColumnsTheGpuEmulates) {
   const Shapes sh{{1, 1, 1, 16, 1024, 32, 32}, Mask::none};
-  for (const char* fraction : {"0.125", "0.5"}) {
-    auto s = cpu::make_cpu_fa4();  // (cpu.fa4.emulated's code with its fraction; fp64 views, which it alone refuses)
+  const auto emulated_and_total = [&](const char* fraction, const char* block_k) {
+    auto s = cpu::make_cpu_fa4();  // (cpu.fa4.emulated's code with its fraction)
     s->set_option("exp2_fraction", fraction);
+    s->set_option("block_k", block_k);
     Problem p(sh.shape, sh.mask, 5);
     p.run(*s, Op::fwd, Format::fp32);  // (an emulated exp2 accumulates in fp32 only)
     double emulated = -1, total = -1;
@@ -232,8 +236,28 @@ TEST(CpuBackends, Fa4EmulatesTheFractionOfColumnsTheGpuEmulates) {
       if (c.name == "exp2_emulated") emulated = c.value;
       if (c.name == "exp2_total") total = c.value;
     }
+    return std::pair{emulated, total};
+  };
+  for (const char* fraction : {"0.125", "0.5"}) {
+    const auto [emulated, total] = emulated_and_total(fraction, "128");
     ASSERT_EQ(total, 16.0 * 1024) << "one exponential per (row, key)";
     EXPECT_EQ(emulated, std::stod(fraction) * total) << "exp2_fraction " << fraction;
+  }
+  const auto [emulated, total] = emulated_and_total("0.5", "96");
+  ASSERT_EQ(total, 16.0 * 1024);
+  EXPECT_EQ(emulated, 16.0 * 672) << "the rule counts blocks within each 96-key tile";
+}
+
+TEST(CpuBackends, AnEmulatedExp2RefusesAnFp64Accumulation) {
+  auto s = cpu::make_cpu_fa4();
+  Problem p({1, 1, 1, 4, 64, 8, 8}, Mask::none, 5);
+  p.run(*s, Op::fwd);  // (fp64 without emulation)
+  s->set_option("exp2_fraction", "0.5");
+  try {
+    p.run(*s, Op::fwd);
+    ADD_FAILURE() << "cpu.fa4 with exp2_fraction 0.5 accepted an fp64 accumulation";
+  } catch (const SubjectError& e) {
+    EXPECT_NE(std::string(e.what()).find("fp64"), std::string::npos) << e.what();
   }
 }
 
