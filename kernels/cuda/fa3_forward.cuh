@@ -475,7 +475,11 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   }
 
   setmaxnreg_inc<L::kConsumerRegisters>();
-  const int group = threadIdx.x / 128;
+  // (broadcast from lane 0, as CUTLASS's canonical_warp_group_idx and the backward do: threadIdx.x / 128 is
+  // warp-uniform, but the compiler cannot tell, and every shared-memory address and wgmma descriptor derived from
+  // the group then ran on the vector datapath with R2UR moves: 140 instructions in a step's issue sequence against
+  // 109 now, SASS; NOTES "The warp-group index")
+  const int group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   const bool releaser = threadIdx.x % 32 == 0;
   const float scale2 = s.scale * kLog2e;
   const auto k_tile = [&](int e) { return sK + (e % Stages) * Ops::kKBytes; };
