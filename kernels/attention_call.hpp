@@ -142,7 +142,7 @@ struct TimingRequest {
   std::uint64_t seed = 1;
 };
 struct Timing {
-  std::vector<double> milliseconds;  // one per repeat (device events around each run)
+  std::vector<double> milliseconds;  // one per repeat (device events around each run; the CUDA and SDPA subjects hold the stream until the run is enqueued, kernels/cuda/run_timer.hpp)
   double device_bytes = 0;           // device memory the measured op held (inputs, outputs, workspace)
 };
 

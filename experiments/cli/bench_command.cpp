@@ -1,13 +1,16 @@
 // `flashcheck bench`: attention throughput on the GPU, our kernels and PyTorch's SDPA backends in one
 // run. For each head dim d, sequence length N (= Nq = Nk), mask and format: batch x heads sized to fill
 // the GPU (B = tokens / N, H = head_chars / d, as the FlashAttention papers do), inputs N(0, 1) made on
-// the device, `--warmup` untimed runs (by default enough to reach the clocks of sustained load, so that the order
-// of the subjects does not bias them), then `--repeats` runs timed with device events; the median.
+// the device, `--preheat` seconds of untimed load before the first point, `--warmup` untimed runs (by default
+// enough to reach the clocks of sustained load, so that the order of the subjects does not bias them), then
+// `--repeats` runs timed with device events around each run, the stream held until the run is enqueued so that the
+// host's launch work stays out (kernels/cuda/run_timer.hpp); the median.
 // TFLOP/s from EQUATIONS.md's counts: forward 4 N^2 d B H, backward 10 N^2 d B H (2.5x), fwd+bwd 14,
 // halved for causal. fwd+bwd is the sum of the fwd and bwd medians. Records: DIR/bench.jsonl
 // (experiment "bench"), drawn by the report. Last, the side-by-side table: every subject against --baseline
 // (default torch.sdpa.cudnn) measured in the same run.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 
 #include "experiments/bench_table.hpp"
 #include "experiments/cli/commands.hpp"
@@ -30,6 +34,7 @@ struct Request {
   std::vector<int> head_dims{64, 128}, lengths{1024, 4096, 16384};
   std::vector<std::string> masks{"none", "causal"}, dtypes{"bf16"};
   int tokens = 16384, head_chars = 2048, warmup = 200, repeats = 20;
+  double preheat_s = 10;
   std::string baseline = "torch.sdpa.cudnn";  // the side-by-side table's reference subject
   std::uint64_t seed = 1;
   std::string out;
@@ -43,6 +48,34 @@ double median(std::vector<double> v) {
 }
 
 using Point = experiments::BenchPoint;
+
+// Runs the first subject that can time the first point, fwd and bwd in turn, for `seconds` before anything is measured,
+// and discards the times. A GPU that was idle does not settle at once under this load: on the H200 the first point of a
+// process, measured with only its own 200 warm-up runs, ran steady for 9-13 runs and then stepped down to 4-20 % slower
+// (the 4k backward, 2.92 -> 3.07 -> 3.52 ms), while the same point timed a few seconds later, or after 2000 warm-up
+// runs (8 s of load), ran steady throughout (kernels/cuda/NOTES.md, "The bench's clock"). A subject that cannot time
+// the point is passed over; its error is reported when the point is measured.
+void preheat(const std::vector<kernels::Subject*>& subjects, kernels::TimingRequest r, double seconds) {
+  if (seconds <= 0) return;
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  r.warmup = 1, r.repeats = 20;
+  for (kernels::Subject* s : subjects) {
+    if (!s->info().supports(r.format)) continue;
+    try {
+      while (elapsed() < seconds) {
+        for (kernels::Op op : {kernels::Op::fwd, kernels::Op::bwd}) {
+          if (!s->info().supports(op)) continue;
+          r.op = op;
+          if (!s->time(r)) throw std::runtime_error("cannot be timed");
+        }
+      }
+      return;
+    } catch (const std::exception&) {
+      continue;
+    }
+  }
+}
 
 int run(const Request& req) {
   const gradcheck::Registry registry = make_registry(req.plugins);
@@ -98,6 +131,7 @@ int run(const Request& req) {
           r.shape.seq_q = r.shape.seq_k = n, r.shape.head_dim = r.shape.head_dim_v = d;
           r.mask = mask, r.scale = 1 / std::sqrt(static_cast<double>(d)), r.format = format;
           r.warmup = req.warmup, r.repeats = req.repeats, r.seed = req.seed;
+          if (row_order.empty()) preheat(subjects, r, req.preheat_s);
           std::ostringstream key;
           key << dtype << " d=" << d << " " << mask_text << " N=" << n << " (B=" << r.shape.batch << " H=" << r.shape.heads_q << ")";
           row_order.push_back(key.str());
@@ -132,7 +166,7 @@ int run(const Request& req) {
               j["mask"] = mask_text == "none" ? "none" : "causal_tl";
               j["shape"] = {{"B", r.shape.batch}, {"Hq", r.shape.heads_q}, {"Hkv", r.shape.heads_kv}, {"Nq", n}, {"Nk", n}, {"d", d}, {"dv", d}};
               j["x"] = {{"name", "N"}, {"value", n}};
-              j["method"] = "device events, median of " + std::to_string(req.repeats) + " after " + std::to_string(req.warmup) + " warm-up runs";
+              j["method"] = "device events around each run, the stream held until it is enqueued; median of " + std::to_string(req.repeats) + " after " + std::to_string(req.warmup) + " warm-up runs";
               const auto [lo, hi] = std::minmax_element(t->milliseconds.begin(), t->milliseconds.end());
               j["metrics"] = {{"median_ms", experiments::number(ms)}, {"min_ms", experiments::number(*lo)}, {"max_ms", experiments::number(*hi)},
                               {"flops", flops}, {"tflops", experiments::number(flops / (ms * 1e-3) / 1e12)},
@@ -180,9 +214,15 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--tokens", req->tokens, "B x N: batch = tokens / N")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--head-chars", req->head_chars, "H x d: heads = head-chars / d")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", req->warmup,
-                  "Untimed runs first. The default runs each subject into the clocks of sustained load: on an H200, with 5 a "
+                  "Untimed runs first (at least 1 is run: a kernel's first launch loads its module). The default runs each subject into the clocks of sustained load: on an H200, with 5 a "
                   "subject timed first ran up to 9 % faster than when timed after the others; with 200, the two orders' ratios "
                   "agreed within 5 % (kernels/cuda/NOTES.md)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--preheat", req->preheat_s,
+                  "Seconds of untimed load before the first point (the first subject that can time it). On an H200 the first "
+                  "point of a run, after only its own warm-up, stepped down to 4-20 % slower halfway through its timed runs; "
+                  "points timed after a few seconds of load did not (kernels/cuda/NOTES.md)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--repeats", req->repeats, "Timed runs (the median is reported)")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--seed", req->seed, "Seed of the inputs")->capture_default_str();
   cmd->add_option("--out", req->out, "Output directory (default reports/out/bench-<UTC time>)");

@@ -20,6 +20,7 @@
 #include "kernels/cuda/fa2_kernels.hpp"
 #include "kernels/cuda/fa3_kernels.hpp"
 #include "kernels/cuda/hog_kernels.hpp"
+#include "kernels/cuda/run_timer.hpp"
 #include "kernels/cuda/shape_params.hpp"
 #include "kernels/tensor_io.hpp"
 

@@ -32,37 +32,6 @@ void run_kernels(const std::string& who, const std::string& what, F&& f) {
   synchronize_device(who, what + " kernels");
 }
 
-// Device-event times of `run` in milliseconds, one per repeat, after `warmup` untimed runs (each waited
-// for); a failure becomes a SubjectError naming `who`.
-template <class F>
-std::vector<double> time_runs(const std::string& who, int warmup, int repeats, F&& run) {
-  cudaEvent_t start, stop;
-  check_cuda(cudaEventCreate(&start), who, "cudaEventCreate");
-  check_cuda(cudaEventCreate(&stop), who, "cudaEventCreate");
-  std::vector<double> ms;
-  try {
-    for (int i = 0; i < warmup; ++i) run_kernels(who, "warm-up", run);
-    for (int i = 0; i < repeats; ++i) {
-      check_cuda(cudaEventRecord(start), who, "cudaEventRecord");
-      try {
-        run();
-      } catch (const std::runtime_error& e) {  // (a failed launch; no wait inside the timed region)
-        throw SubjectError(who + ": timed run: " + e.what());
-      }
-      check_cuda(cudaEventRecord(stop), who, "cudaEventRecord");
-      check_cuda(cudaEventSynchronize(stop), who, "timed run");
-      float t = 0;
-      check_cuda(cudaEventElapsedTime(&t, start, stop), who, "cudaEventElapsedTime");
-      ms.push_back(t);
-    }
-  } catch (...) {
-    cudaEventDestroy(start), cudaEventDestroy(stop);
-    throw;
-  }
-  cudaEventDestroy(start), cudaEventDestroy(stop);
-  return ms;
-}
-
 // Why no CUDA subject can run here ("" when a device is present).
 std::string device_unavailable_reason();
 

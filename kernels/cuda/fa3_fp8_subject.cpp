@@ -26,6 +26,7 @@
 #include "kernels/cuda/device_fill.hpp"
 #include "kernels/cuda/device_memory.hpp"
 #include "kernels/cuda/fa3_fp8_kernels.hpp"
+#include "kernels/cuda/run_timer.hpp"
 #include "kernels/cuda/shape_params.hpp"
 #include "kernels/tensor_io.hpp"
 

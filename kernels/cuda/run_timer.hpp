@@ -1,0 +1,76 @@
+// Device time of one run of a subject's launches, without the host's time to enqueue them.
+//
+// Device events recorded around a run on an idle stream time whatever the device waits for between them, the
+// host's work between launches included (tensor maps, attribute calls, PyTorch's autograd and allocator): the
+// start event completes at once, and a launch the host issues late leaves the device idle inside the timed region.
+// On the H200 that put 0.3-0.5 ms into some of the 4k backward's 2.9 ms runs (kernels/cuda/NOTES.md, "The bench's
+// clock"). RunTimer holds the stream first: a one-thread kernel polls a flag in mapped host memory, the start event,
+// the run's launches and the stop event queue up behind it, and the host releases it once the stop event is enqueued,
+// so the events see the device's work alone (nvbench's blocking kernel does the same).
+//
+// A run that waits for the device inside it (a synchronizing copy, cudaDeviceSynchronize) would wait for the hold:
+// the hold gives up after hold_limit_ms and the run's time is refused with a SubjectError saying why. So does the first
+// launch of a kernel: CUDA loads a module when its kernel is first launched (lazy loading, the default), and the load
+// waits for the device (H200: refused for every subject with no warm-up run). Time only runs that were run before.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/attention_call.hpp"
+#include "kernels/cuda/device_memory.hpp"
+
+namespace fc::kernels::cuda {
+
+class RunTimer {
+ public:
+  RunTimer(std::string who, cudaStream_t stream, double hold_limit_ms = 1000);
+  ~RunTimer();
+  RunTimer(const RunTimer&) = delete;
+  RunTimer& operator=(const RunTimer&) = delete;
+
+  // The device milliseconds of run(), which enqueues work on the stream (and throws std::runtime_error for a
+  // failed launch: rethrown as a SubjectError naming who).
+  template <class F>
+  double time(F&& run) {
+    begin();
+    try {
+      run();
+    } catch (const std::runtime_error& e) {
+      release();
+      throw SubjectError(who_ + ": timed run: " + e.what());
+    }
+    return end();
+  }
+
+ private:
+  void begin();    // the hold, then the start event
+  double end();    // the stop event, the release, the wait; the elapsed time
+  void release();  // lets the hold kernel finish
+  void free_all();
+
+  std::string who_;
+  cudaStream_t stream_;
+  long long hold_limit_ns_;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  volatile int* host_flags_ = nullptr;  // mapped pinned memory: [0] released by the host, [1] the hold gave up
+  int* device_flags_ = nullptr;
+};
+
+// Device times of `run` in milliseconds, one per repeat (RunTimer), after `warmup` untimed runs (each waited for; at
+// least one, which loads the kernels' modules, above); a failure becomes a SubjectError naming `who`. The CUDA subjects
+// launch on the legacy default stream.
+template <class F>
+std::vector<double> time_runs(const std::string& who, int warmup, int repeats, F&& run) {
+  for (int i = 0; i < std::max(1, warmup); ++i) run_kernels(who, "warm-up", run);
+  RunTimer timer(who, nullptr);
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i) ms.push_back(timer.time(run));
+  return ms;
+}
+
+}  // namespace fc::kernels::cuda

@@ -1,0 +1,89 @@
+// RunTimer (run_timer.hpp): a run's device time leaves out the host's time between its launches; the device work
+// between the events is inside it; a run that waits for the device inside it is refused, not timed wrong; a failed
+// launch becomes a SubjectError and leaves the stream usable.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "kernels/cuda/run_timer.hpp"
+#include "kernels/cuda/tests/gpu_test_support.hpp"
+
+namespace fc::kernels::cuda {
+namespace {
+
+struct Scratch {
+  void* p = nullptr;
+  explicit Scratch(std::size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess); }
+  ~Scratch() { cudaFree(p); }
+};
+
+void must(cudaError_t e) {
+  if (e != cudaSuccess) throw std::runtime_error(cudaGetErrorString(e));
+}
+
+TEST(RunTimer, LeavesOutTheHostsTimeBetweenLaunches) {
+  REQUIRE_GPU();
+  Scratch buffer(1 << 20);
+  RunTimer timer("test", nullptr);
+  // Two microsecond-scale launches 30 ms apart on the host: events around an idle stream would time the 30 ms.
+  const double ms = timer.time([&] {
+    must(cudaMemsetAsync(buffer.p, 1, 1 << 20, nullptr));
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    must(cudaMemsetAsync(buffer.p, 2, 1 << 20, nullptr));
+  });
+  EXPECT_LT(ms, 5.0);
+  EXPECT_GT(ms, 0.0);
+}
+
+TEST(RunTimer, TimesTheDevicesWorkBetweenTheEvents) {
+  REQUIRE_GPU();
+  constexpr std::size_t kBytes = std::size_t{1} << 30;
+  Scratch buffer(kBytes);
+  RunTimer timer("test", nullptr);
+  for (int i = 0; i < 3; ++i) (void)timer.time([&] { must(cudaMemsetAsync(buffer.p, 0, kBytes, nullptr)); });
+  const double ms = timer.time([&] { must(cudaMemsetAsync(buffer.p, 0, kBytes, nullptr)); });
+  // (1 GiB at no more than 10 TB/s, above any HBM of today: at least 0.1 ms)
+  EXPECT_GT(ms, 0.1);
+}
+
+TEST(RunTimer, RefusesARunThatWaitsForTheDevice) {
+  REQUIRE_GPU();
+  Scratch buffer(1 << 20);
+  RunTimer timer("sync-subject", nullptr, /*hold_limit_ms=*/50);
+  try {
+    (void)timer.time([&] {
+      must(cudaMemsetAsync(buffer.p, 0, 1 << 20, nullptr));
+      must(cudaStreamSynchronize(nullptr));  // (waits for the hold until it gives up)
+    });
+    FAIL() << "a run that synchronizes inside the timed region was timed";
+  } catch (const SubjectError& e) {
+    EXPECT_NE(std::string(e.what()).find("sync-subject: timed run: the device waited more than 50 ms"), std::string::npos) << e.what();
+  }
+  // The timer stays usable.
+  EXPECT_LT(timer.time([&] { must(cudaMemsetAsync(buffer.p, 0, 1 << 20, nullptr)); }), 5.0);
+}
+
+TEST(RunTimer, AFailedLaunchBecomesASubjectErrorAndReleasesTheStream) {
+  REQUIRE_GPU();
+  Scratch buffer(1 << 20);
+  RunTimer timer("failing-subject", nullptr, /*hold_limit_ms=*/10000);
+  try {
+    (void)timer.time([] { throw std::runtime_error("launch refused"); });
+    FAIL() << "no error";
+  } catch (const SubjectError& e) {
+    EXPECT_EQ(std::string(e.what()), "failing-subject: timed run: launch refused");
+  }
+  // Released at once, not after the 10 s limit: the next run times only its own work.
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_LT(timer.time([&] { must(cudaMemsetAsync(buffer.p, 0, 1 << 20, nullptr)); }), 5.0);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+}
+
+}  // namespace
+}  // namespace fc::kernels::cuda
