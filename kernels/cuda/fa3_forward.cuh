@@ -557,13 +557,18 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         Ops::pack(pa, sc);
       }
       for (int j = 0; j + 1 < n_tiles; ++j) {
-        const int e = kv + j;
+        // (persistent: the ring position and Q's buffer broadcast from lane 0 inside the step. Both are warp-uniform,
+        // but without the broadcast ptxas hoisted the tile's descriptors out of the step into vector registers and
+        // moved each into uniform registers (R2UR) before its wgmma: 172 instructions from the turn barrier to the
+        // turn arrival, against 116 now and the grid kernel's 124; NOTES "The persistent forward's step")
+        const int e = Persistent ? __shfl_sync(0xffffffffu, kv + j, 0) : kv + j;
+        const unsigned char* sQs = Persistent ? sQ + __shfl_sync(0xffffffffu, static_cast<int>((qb * kGroups + group) * Ops::kQBytes), 0) : sQg;
         timeline.mark(group, j, kTurnWait);
         if (PingPong) named_barrier_sync(my_turn, kTurnThreads);
         timeline.mark(group, j, kIssue);
         float sc[BlockN / 8][4];
         mbarrier_wait(&k_full[(e + 1) % Stages], parity(e + 1));
-        Ops::qk(sc, sQg, k_tile(e + 1));
+        Ops::qk(sc, sQs, k_tile(e + 1));
         mbarrier_wait(&v_full[e % Stages], parity(e));
         Ops::pv(o, pa, v_tile(e));
         if (PingPong) named_barrier_arrive(other_turn, kTurnThreads);
