@@ -50,31 +50,36 @@ double median(std::vector<double> v) {
 using Point = experiments::BenchPoint;
 
 // Runs the first subject that can time the first point, fwd and bwd in turn, for `seconds` before anything is measured,
-// and discards the times. A GPU that was idle does not settle at once under this load: on the H200 the first point of a
-// process, measured with only its own 200 warm-up runs, ran steady for 9-13 runs and then stepped down to 4-20 % slower
-// (the 4k backward, 2.92 -> 3.07 -> 3.52 ms), while the same point timed a few seconds later, or after 2000 warm-up
-// runs (8 s of load), ran steady throughout (kernels/cuda/NOTES.md, "The bench's clock"). A subject that cannot time
-// the point is passed over; its error is reported when the point is measured.
-void preheat(const std::vector<kernels::Subject*>& subjects, kernels::TimingRequest r, double seconds) {
-  if (seconds <= 0) return;
+// and discards the times; says which subject ran and for how long, or why none could. A GPU that was idle does not
+// settle at once under this load: on the H200 the first point of a process, measured with only its own 200 warm-up
+// runs, ran steady for 9-13 runs and then slowed in steps by up to 20 % (the 4k backward, 2.92 -> 3.07 -> 3.52 ms),
+// while the same point timed a few seconds later, or after 2000 warm-up runs (8 s of load), ran steady throughout
+// (kernels/cuda/NOTES.md, "The bench's clock"). A subject that cannot time the point is passed over; its error is
+// reported again when the point is measured. Returns the seconds of preheat run.
+double preheat(const std::vector<kernels::Subject*>& subjects, kernels::TimingRequest r, double seconds) {
+  if (seconds <= 0) return 0;
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  r.warmup = 1, r.repeats = 20;
+  r.warmup = 1, r.repeats = 100;  // (fewer calls, each of which allocates and fills its buffers)
+  std::string skipped;
   for (kernels::Subject* s : subjects) {
-    if (!s->info().supports(r.format)) continue;
+    if (!s->info().supports(r.format) || !(s->info().supports(kernels::Op::fwd) || s->info().supports(kernels::Op::bwd))) continue;
     try {
       while (elapsed() < seconds) {
         for (kernels::Op op : {kernels::Op::fwd, kernels::Op::bwd}) {
           if (!s->info().supports(op)) continue;
           r.op = op;
-          if (!s->time(r)) throw std::runtime_error("cannot be timed");
+          if (!s->time(r)) throw std::runtime_error("cannot be timed on a device");
         }
       }
-      return;
-    } catch (const std::exception&) {
-      continue;
+      std::printf("preheat: %.1f s of %s on the first point%s\n", elapsed(), s->info().name.c_str(), skipped.c_str());
+      return elapsed();
+    } catch (const std::exception& e) {
+      skipped += std::string("; passed over ") + s->info().name + ": " + e.what();
     }
   }
+  std::printf("preheat: none (no subject could time the first point%s)\n", skipped.c_str());
+  return 0;
 }
 
 int run(const Request& req) {
@@ -117,6 +122,7 @@ int run(const Request& req) {
   // table rows: (dtype, d, mask, N) -> subject -> point
   std::map<std::string, std::map<std::string, Point>> table;
   std::vector<std::string> row_order;
+  double preheated_s = 0;
   for (const std::string& dtype : req.dtypes) {
     const std::optional<Format> parsed = parse_format(dtype);
     if (!parsed) throw std::invalid_argument("--dtype: unknown format '" + dtype + "'");
@@ -131,7 +137,7 @@ int run(const Request& req) {
           r.shape.seq_q = r.shape.seq_k = n, r.shape.head_dim = r.shape.head_dim_v = d;
           r.mask = mask, r.scale = 1 / std::sqrt(static_cast<double>(d)), r.format = format;
           r.warmup = req.warmup, r.repeats = req.repeats, r.seed = req.seed;
-          if (row_order.empty()) preheat(subjects, r, req.preheat_s);
+          if (row_order.empty()) preheated_s = preheat(subjects, r, req.preheat_s);
           std::ostringstream key;
           key << dtype << " d=" << d << " " << mask_text << " N=" << n << " (B=" << r.shape.batch << " H=" << r.shape.heads_q << ")";
           row_order.push_back(key.str());
@@ -166,7 +172,9 @@ int run(const Request& req) {
               j["mask"] = mask_text == "none" ? "none" : "causal_tl";
               j["shape"] = {{"B", r.shape.batch}, {"Hq", r.shape.heads_q}, {"Hkv", r.shape.heads_kv}, {"Nq", n}, {"Nk", n}, {"d", d}, {"dv", d}};
               j["x"] = {{"name", "N"}, {"value", n}};
-              j["method"] = "device events around each run, the stream held until it is enqueued; median of " + std::to_string(req.repeats) + " after " + std::to_string(req.warmup) + " warm-up runs";
+              j["method"] = "device events around each run, the stream held until it is enqueued; median of " + std::to_string(req.repeats) + " after " +
+                            std::to_string(std::max(1, req.warmup)) + " warm-up runs; " + std::to_string(static_cast<int>(std::lround(preheated_s))) +
+                            " s of preheat before the first point";
               const auto [lo, hi] = std::minmax_element(t->milliseconds.begin(), t->milliseconds.end());
               j["metrics"] = {{"median_ms", experiments::number(ms)}, {"min_ms", experiments::number(*lo)}, {"max_ms", experiments::number(*hi)},
                               {"flops", flops}, {"tflops", experiments::number(flops / (ms * 1e-3) / 1e12)},
@@ -219,7 +227,7 @@ void add_bench_command(CLI::App& app) {
                   "agreed within 5 % (kernels/cuda/NOTES.md)")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--preheat", req->preheat_s,
                   "Seconds of untimed load before the first point (the first subject that can time it). On an H200 the first "
-                  "point of a run, after only its own warm-up, stepped down to 4-20 % slower halfway through its timed runs; "
+                  "point of a run, after only its own warm-up, slowed by 4-20 % in steps halfway through its timed runs; "
                   "points timed after a few seconds of load did not (kernels/cuda/NOTES.md)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);

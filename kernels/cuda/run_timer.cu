@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <sstream>
 #include <utility>
 
 #include "kernels/cuda/device_memory.hpp"
@@ -32,6 +33,9 @@ __global__ void hold_stream(volatile int* flags, long long limit_ns) {
 
 RunTimer::RunTimer(std::string who, cudaStream_t stream, double hold_limit_ms)
     : who_(std::move(who)), stream_(stream), hold_limit_ns_(static_cast<long long>(hold_limit_ms * 1e6)) {
+  if (!(hold_limit_ms > 0 && hold_limit_ms <= 60000)) {
+    throw SubjectError(who_ + ": the timer's hold limit must lie in (0, 60000] ms, got " + std::to_string(hold_limit_ms));
+  }
   try {
     void* flags = nullptr;
     check_cuda(cudaHostAlloc(&flags, 2 * sizeof(int), cudaHostAllocMapped), who_, "allocating the timer's host flags");
@@ -50,7 +54,7 @@ RunTimer::RunTimer(std::string who, cudaStream_t stream, double hold_limit_ms)
 RunTimer::~RunTimer() {
   if (host_flags_ != nullptr) {
     release();
-    cudaStreamSynchronize(stream_);  // (a hold still queued reads the flags until it ends; errors were reported by end())
+    cudaStreamSynchronize(stream_);  // (a hold still queued reads the flags until it ends; its errors are not ours to report here)
   }
   free_all();
 }
@@ -66,6 +70,7 @@ void RunTimer::begin() {
   host_flags_[0] = 0;
   host_flags_[1] = 0;
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  check_cuda(cudaGetLastError(), who_, "a launch before the timed run");  // (not to be blamed on the hold below)
   hold_stream<<<1, 1, 0, stream_>>>(device_flags_, hold_limit_ns_);
   const cudaError_t launched = cudaGetLastError();
   if (launched != cudaSuccess) {
@@ -73,6 +78,11 @@ void RunTimer::begin() {
     check_cuda(launched, who_, "launching the timer's hold");
   }
   check_cuda(cudaEventRecord(start_, stream_), who_, "cudaEventRecord");
+}
+
+void RunTimer::abandon() {
+  release();
+  cudaStreamSynchronize(stream_);  // (the run's own error, if any, is the one being reported)
 }
 
 void RunTimer::release() {
@@ -86,7 +96,9 @@ double RunTimer::end() {
   check_cuda(recorded, who_, "cudaEventRecord");
   check_cuda(cudaEventSynchronize(stop_), who_, "timed run");
   if (host_flags_[1] != 0) {
-    throw SubjectError(who_ + ": timed run: the device waited more than " + std::to_string(hold_limit_ns_ / 1000000) +
+    std::ostringstream limit;
+    limit << static_cast<double>(hold_limit_ns_) / 1e6;
+    throw SubjectError(who_ + ": timed run: the device waited more than " + limit.str() +
                        " ms for the host to enqueue it (a run that synchronizes with the device inside it, a kernel launched for "
                        "the first time, whose module CUDA loads then, or a host stalled that long): its device time cannot be "
                        "told apart from the host's");

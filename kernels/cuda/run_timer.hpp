@@ -3,10 +3,11 @@
 // Device events recorded around a run on an idle stream time whatever the device waits for between them, the
 // host's work between launches included (tensor maps, attribute calls, PyTorch's autograd and allocator): the
 // start event completes at once, and a launch the host issues late leaves the device idle inside the timed region.
-// On the H200 that put 0.3-0.5 ms into some of the 4k backward's 2.9 ms runs (kernels/cuda/NOTES.md, "The bench's
-// clock"). RunTimer holds the stream first: a one-thread kernel polls a flag in mapped host memory, the start event,
-// the run's launches and the stop event queue up behind it, and the host releases it once the stop event is enqueued,
-// so the events see the device's work alone (nvbench's blocking kernel does the same).
+// On the H200 that added 0.2-0.25 ms of PyTorch's autograd work to each of cuDNN's 4k backward runs, whose device
+// work takes 2.6 ms (kernels/cuda/NOTES.md, "The bench's clock"). RunTimer holds the stream first: a one-thread kernel
+// polls a flag in mapped host memory, the start event, the run's launches and the stop event queue up behind it, and
+// the host releases it once the stop event is enqueued, so the events see the device's work alone (nvbench's blocking
+// kernel does the same). Only the timer's stream is held: work a run puts on another non-blocking stream is not timed.
 //
 // A run that waits for the device inside it (a synchronizing copy, cudaDeviceSynchronize) would wait for the hold:
 // the hold gives up after hold_limit_ms and the run's time is refused with a SubjectError saying why. So does the first
@@ -41,8 +42,11 @@ class RunTimer {
     try {
       run();
     } catch (const std::runtime_error& e) {
-      release();
+      abandon();
       throw SubjectError(who_ + ": timed run: " + e.what());
+    } catch (...) {
+      abandon();
+      throw;
     }
     return end();
   }
@@ -51,6 +55,7 @@ class RunTimer {
   void begin();    // the hold, then the start event
   double end();    // the stop event, the release, the wait; the elapsed time
   void release();  // lets the hold kernel finish
+  void abandon();  // a run that threw: the release, then the wait for what it enqueued, so the timer can be reused
   void free_all();
 
   std::string who_;

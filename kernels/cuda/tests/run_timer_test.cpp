@@ -1,6 +1,6 @@
 // RunTimer (run_timer.hpp): a run's device time leaves out the host's time between its launches; the device work
 // between the events is inside it; a run that waits for the device inside it is refused, not timed wrong; a failed
-// launch becomes a SubjectError and leaves the stream usable.
+// launch becomes a SubjectError, and any exception frees the stream at once, so the timer can be reused.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -69,20 +69,42 @@ TEST(RunTimer, RefusesARunThatWaitsForTheDevice) {
   EXPECT_LT(timer.time([&] { must(cudaMemsetAsync(buffer.p, 0, 1 << 20, nullptr)); }), 5.0);
 }
 
-TEST(RunTimer, AFailedLaunchBecomesASubjectErrorAndReleasesTheStream) {
+TEST(RunTimer, AFailedLaunchBecomesASubjectErrorAndReleasesTheStreamAtOnce) {
   REQUIRE_GPU();
   Scratch buffer(1 << 20);
   RunTimer timer("failing-subject", nullptr, /*hold_limit_ms=*/10000);
+  // (the refusal returns once the stream is free: a hold left waiting would take the 10 s limit)
+  const auto t0 = std::chrono::steady_clock::now();
   try {
     (void)timer.time([] { throw std::runtime_error("launch refused"); });
     FAIL() << "no error";
   } catch (const SubjectError& e) {
     EXPECT_EQ(std::string(e.what()), "failing-subject: timed run: launch refused");
   }
-  // Released at once, not after the 10 s limit: the next run times only its own work.
-  const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_LT(timer.time([&] { must(cudaMemsetAsync(buffer.p, 0, 1 << 20, nullptr)); }), 5.0);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+  // The timer is reused at once and times only the next run's work.
+  EXPECT_LT(timer.time([&] { must(cudaMemsetAsync(buffer.p, 0, 1 << 20, nullptr)); }), 5.0);
+}
+
+TEST(RunTimer, AnyOtherExceptionPassesThroughAndReleasesTheStreamAtOnce) {
+  REQUIRE_GPU();
+  RunTimer timer("throwing-subject", nullptr, /*hold_limit_ms=*/10000);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW((void)timer.time([] { throw std::logic_error("not a launch failure"); }), std::logic_error);
+  EXPECT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+}
+
+TEST(RunTimer, RefusesAHoldLimitOutsideItsRange) {
+  // (checked before any CUDA call: the message must be the limit's, not a missing device's)
+  for (const double limit : {0.0, -1.0, 1e9}) {
+    try {
+      RunTimer timer("test", nullptr, limit);
+      FAIL() << "hold limit " << limit << " accepted";
+    } catch (const SubjectError& e) {
+      EXPECT_NE(std::string(e.what()).find("test: the timer's hold limit must lie in (0, 60000] ms"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
