@@ -222,9 +222,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--tokens", req->tokens, "B x N: batch = tokens / N")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--head-chars", req->head_chars, "H x d: heads = head-chars / d")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", req->warmup,
-                  "Untimed runs first (at least 1 is run: a kernel's first launch loads its module). The default runs each subject into the clocks of sustained load: on an H200, with 5 a "
-                  "subject timed first ran up to 9 % faster than when timed after the others; with 200, the two orders' ratios "
-                  "agreed within 5 % (kernels/cuda/NOTES.md)")->capture_default_str()->check(CLI::NonNegativeNumber);
+                  "Untimed runs first (at least 1 is run: a kernel's first launch loads its module). The default runs each "
+                  "subject into the clocks of sustained load: on an H200, with 5 a subject timed first ran up to 9 % faster "
+                  "than when timed after the others; with 200, the two orders' ratios agreed within 5 % (kernels/cuda/NOTES.md)")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--preheat", req->preheat_s,
                   "Seconds of untimed load before the first point (the first subject that can time it). On an H200 the first "
                   "point of a run, after only its own warm-up, slowed by 4-20 % in steps halfway through its timed runs; "
