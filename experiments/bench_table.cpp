@@ -6,10 +6,10 @@
 namespace fc::experiments {
 namespace {
 
-std::string cell_value(double ours, double theirs, bool ratio) {
+std::string cell_value(double ours, double theirs, bool ratio, const char* mark = "") {
   char text[32] = "-";
   if (std::isnan(ours) || (ratio && std::isnan(theirs))) return text;
-  std::snprintf(text, sizeof text, ratio ? "%.2fx" : "%.3f", ratio ? theirs / ours : ours);
+  std::snprintf(text, sizeof text, ratio ? "%.2fx%s" : "%.3f%s", ratio ? theirs / ours : ours, mark);
   return text;
 }
 
@@ -22,34 +22,52 @@ std::string padded(const char* format, const std::string& text) {
 }  // namespace
 
 std::string bench_side_by_side(const std::vector<std::string>& row_order, const std::map<std::string, BenchRow>& table,
-                               const std::vector<std::string>& subjects, const std::string& baseline, const std::string& records) {
+                               const std::vector<std::string>& subjects, const std::string& baseline, const std::string& records,
+                               const std::map<std::string, std::string>& reference_rows) {
   const bool have_baseline = std::find(subjects.begin(), subjects.end(), baseline) != subjects.end();
   std::string out = padded("%-40s", have_baseline ? "speed / baseline (fwd | bwd | fwd+bwd)" : "median ms (fwd | bwd | fwd+bwd)");
   for (const std::string& name : subjects) out += padded(" %24s", name);
   out += "\n";
-  for (const std::string& key : row_order) {
+  bool referenced = false;
+  const BenchRow empty_row;
+  const auto row_of = [&](const std::string& key) -> const BenchRow& {
     const auto found = table.find(key);
-    const BenchRow empty_row;
-    const BenchRow& row = found == table.end() ? empty_row : found->second;
+    return found == table.end() ? empty_row : found->second;
+  };
+  const auto point_of = [&](const BenchRow& row, const std::string& name) -> const BenchPoint* {
+    const auto found = row.find(name);
+    return found == row.end() ? nullptr : &found->second;
+  };
+  for (const std::string& key : row_order) {
+    const BenchRow& row = row_of(key);
     out += padded("%-40s", key);
-    const auto base = row.find(baseline);
-    const bool base_ok = base != row.end() && base->second.error.empty();
+    const BenchPoint* base = point_of(row, baseline);
+    const char* mark = "";
+    if (base == nullptr && have_baseline) {  // (the baseline does not run this row's format: its reference row's)
+      const auto reference = reference_rows.find(key);
+      if (reference != reference_rows.end()) {
+        base = point_of(row_of(reference->second), baseline);
+        if (base != nullptr) mark = "*";
+      }
+    }
+    const bool base_ok = base != nullptr && base->error.empty();
     for (const std::string& name : subjects) {
-      const auto it = row.find(name);
-      if (it == row.end() || !it->second.error.empty() || (have_baseline && !base_ok)) {
+      const BenchPoint* p = point_of(row, name);
+      if (p == nullptr || !p->error.empty() || (have_baseline && !base_ok)) {
         out += padded(" %24s", "-");
         continue;
       }
-      const BenchPoint& p = it->second;
       const BenchPoint none;
-      const BenchPoint& b = have_baseline ? base->second : none;
-      out += padded(" %24s", cell_value(p.fwd_ms, b.fwd_ms, have_baseline) + " | " + cell_value(p.bwd_ms, b.bwd_ms, have_baseline) + " | " +
-                                 cell_value(p.fwd_ms + p.bwd_ms, b.fwd_ms + b.bwd_ms, have_baseline));
+      const BenchPoint& b = have_baseline ? *base : none;
+      if (*mark) referenced = true;
+      out += padded(" %24s", cell_value(p->fwd_ms, b.fwd_ms, have_baseline, mark) + " | " + cell_value(p->bwd_ms, b.bwd_ms, have_baseline, mark) + " | " +
+                                 cell_value(p->fwd_ms + p->bwd_ms, b.fwd_ms + b.bwd_ms, have_baseline, mark));
     }
     out += "\n";
   }
   out += have_baseline ? "(cells: speed relative to " + baseline + " in this run; records: " + records + ")\n"
                        : "(cells: median ms; " + baseline + " was not timed in this run; records: " + records + ")\n";
+  if (referenced) out += "(*: " + baseline + " does not run that row's format: against its time on the reference row, the bf16 row of the same shape)\n";
   return out;
 }
 

@@ -23,7 +23,12 @@ using BenchRow = std::map<std::string, BenchPoint>;  // subject -> point
 // fwd+bwd" ratios (baseline time / subject time, "1.05x": 5 % faster), "-" for an op not timed by either side,
 // and "-" for the whole cell where the subject failed or the row's baseline did. If `baseline` is not among
 // `subjects`, cells are the subject's own medians in ms instead.
+//
+// A row whose format the baseline does not run (no baseline point in it at all: FP8 rows against cuDNN) is divided
+// by the baseline of its entry in `reference_rows` instead (bench: the bf16 row of the same shape), and its ratios
+// are marked "*" ("1.31x*"), so that FP8 and 16-bit kernels read against the same clock.
 std::string bench_side_by_side(const std::vector<std::string>& row_order, const std::map<std::string, BenchRow>& table,
-                               const std::vector<std::string>& subjects, const std::string& baseline, const std::string& records);
+                               const std::vector<std::string>& subjects, const std::string& baseline, const std::string& records,
+                               const std::map<std::string, std::string>& reference_rows = {});
 
 }  // namespace fc::experiments

@@ -123,6 +123,7 @@ int run(const Request& req) {
   std::map<std::string, std::map<std::string, Point>> table;
   std::vector<std::string> row_order;
   double preheated_s = 0;
+  std::map<std::string, std::string> reference_rows;  // row -> the row whose baseline it is read against, where its own has none
   for (const std::string& dtype : req.dtypes) {
     const std::optional<Format> parsed = parse_format(dtype);
     if (!parsed) throw std::invalid_argument("--dtype: unknown format '" + dtype + "'");
@@ -138,9 +139,16 @@ int run(const Request& req) {
           r.mask = mask, r.scale = 1 / std::sqrt(static_cast<double>(d)), r.format = format;
           r.warmup = req.warmup, r.repeats = req.repeats, r.seed = req.seed;
           if (row_order.empty()) preheated_s = preheat(subjects, r, req.preheat_s);
+          const auto row_key = [&](const std::string& row_dtype) {
+            std::ostringstream text;
+            text << row_dtype << " d=" << d << " " << mask_text << " N=" << n << " (B=" << r.shape.batch << " H=" << r.shape.heads_q << ")";
+            return text.str();
+          };
           std::ostringstream key;
-          key << dtype << " d=" << d << " " << mask_text << " N=" << n << " (B=" << r.shape.batch << " H=" << r.shape.heads_q << ")";
+          key << row_key(dtype);
           row_order.push_back(key.str());
+          // (a format the baseline does not run, e4m3 against cuDNN, is read against the baseline's bf16 time)
+          if (dtype != "bf16") reference_rows[key.str()] = row_key("bf16");
           const double flops_fwd = 4.0 * n * static_cast<double>(n) * d * r.shape.batch * r.shape.heads_q * (mask_text == "none" ? 1 : 0.5);
           for (kernels::Subject* s : subjects) {
             if (!s->info().supports(format)) continue;  // (cuda.fa3.fp8 in bf16, cuda.fa3 in e4m3: not an error, not a row)
@@ -205,7 +213,7 @@ int run(const Request& req) {
   // The side-by-side table (experiments/bench_table.hpp) against the baseline measured in this run.
   std::vector<std::string> names;
   for (kernels::Subject* s : subjects) names.push_back(s->info().name);
-  std::fputs(experiments::bench_side_by_side(row_order, table, names, req.baseline, dir + "/bench.jsonl").c_str(), stdout);
+  std::fputs(experiments::bench_side_by_side(row_order, table, names, req.baseline, dir + "/bench.jsonl", reference_rows).c_str(), stdout);
   return 0;
 }
 

@@ -63,5 +63,33 @@ TEST(BenchSideBySide, WithoutTheBaselineInTheRunTheCellsAreMilliseconds) {
   EXPECT_NE(text.find("torch.sdpa.cudnn was not timed"), std::string::npos) << text;
 }
 
+TEST(BenchSideBySide, ARowTheBaselineDoesNotRunIsReadAgainstItsReferenceRowMarked) {
+  std::map<std::string, BenchRow> table;
+  table["bf16 N=4096"]["bf16_kernel"] = {1.0, 2.0, ""};
+  table["bf16 N=4096"]["base"] = {1.2, 2.4, ""};
+  table["e4m3 N=4096"]["fp8_kernel"] = {0.8, NAN, ""};  // (the baseline did not run e4m3: no point at all)
+  table["e4m3 N=8192"]["fp8_kernel"] = {3.0, NAN, ""};  // (no reference row given: dashes, no mark)
+  table["e4m3 N=16384"]["fp8_kernel"] = {9.0, NAN, ""};
+  table["e4m3 N=16384"]["base"] = {9.0, NAN, "unsupported"};  // (the baseline tried and failed: its row stays dashes)
+  const std::map<std::string, std::string> reference{{"e4m3 N=4096", "bf16 N=4096"}, {"e4m3 N=16384", "bf16 N=4096"}};
+  const std::string text = bench_side_by_side({"bf16 N=4096", "e4m3 N=4096", "e4m3 N=8192", "e4m3 N=16384"}, table,
+                                              {"bf16_kernel", "fp8_kernel", "base"}, "base", "x", reference);
+  EXPECT_EQ(cells_of(text, "bf16 N=4096")[0], "1.20x | 1.20x | 1.20x") << text;
+  EXPECT_EQ(cells_of(text, "e4m3 N=4096")[1], "1.50x* | - | -") << text;  // 1.2 / 0.8, against bf16's baseline
+  EXPECT_EQ(cells_of(text, "e4m3 N=4096")[0], "-") << text;
+  EXPECT_EQ(cells_of(text, "e4m3 N=8192")[1], "-") << text;
+  EXPECT_EQ(cells_of(text, "e4m3 N=16384")[1], "-") << text;
+  EXPECT_NE(text.find("(*: base does not run that row's format"), std::string::npos) << text;
+}
+
+TEST(BenchSideBySide, NoMarkAndNoFootnoteWhereEveryRowHasItsBaseline) {
+  std::map<std::string, BenchRow> table;
+  table["r"]["ours"] = {1.0, 2.0, ""};
+  table["r"]["base"] = {1.0, 2.0, ""};
+  const std::string text = bench_side_by_side({"r"}, table, {"ours", "base"}, "base", "x", {{"r", "other"}});
+  EXPECT_EQ(cells_of(text, "r")[0], "1.00x | 1.00x | 1.00x") << text;
+  EXPECT_EQ(text.find('*'), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace fc::experiments
