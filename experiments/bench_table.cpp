@@ -23,7 +23,7 @@ std::string padded(const char* format, const std::string& text) {
 
 std::string bench_side_by_side(const std::vector<std::string>& row_order, const std::map<std::string, BenchRow>& table,
                                const std::vector<std::string>& subjects, const std::string& baseline, const std::string& records,
-                               const std::map<std::string, std::string>& reference_rows) {
+                               const std::map<std::string, std::string>& reference_rows, const std::string& reference_note) {
   const bool have_baseline = std::find(subjects.begin(), subjects.end(), baseline) != subjects.end();
   std::string out = padded("%-40s", have_baseline ? "speed / baseline (fwd | bwd | fwd+bwd)" : "median ms (fwd | bwd | fwd+bwd)");
   for (const std::string& name : subjects) out += padded(" %24s", name);
@@ -59,15 +59,19 @@ std::string bench_side_by_side(const std::vector<std::string>& row_order, const 
       }
       const BenchPoint none;
       const BenchPoint& b = have_baseline ? *base : none;
-      if (*mark) referenced = true;
-      out += padded(" %24s", cell_value(p->fwd_ms, b.fwd_ms, have_baseline, mark) + " | " + cell_value(p->bwd_ms, b.bwd_ms, have_baseline, mark) + " | " +
-                                 cell_value(p->fwd_ms + p->bwd_ms, b.fwd_ms + b.bwd_ms, have_baseline, mark));
+      const std::string fwd = cell_value(p->fwd_ms, b.fwd_ms, have_baseline, mark), bwd = cell_value(p->bwd_ms, b.bwd_ms, have_baseline, mark),
+                        both = cell_value(p->fwd_ms + p->bwd_ms, b.fwd_ms + b.bwd_ms, have_baseline, mark);
+      if (*mark && (fwd != "-" || bwd != "-")) referenced = true;  // (a marked number printed: the legend explains it)
+      out += padded(" %24s", fwd + " | " + bwd + " | " + both);
     }
     out += "\n";
   }
   out += have_baseline ? "(cells: speed relative to " + baseline + " in this run; records: " + records + ")\n"
                        : "(cells: median ms; " + baseline + " was not timed in this run; records: " + records + ")\n";
-  if (referenced) out += "(*: " + baseline + " does not run that row's format: against its time on the reference row, the bf16 row of the same shape)\n";
+  if (referenced) {
+    out += "(*: " + baseline + " has no time in that row's format; the ratio is against its time on the row's reference row" +
+           (reference_note.empty() ? "" : ", " + reference_note) + ")\n";
+  }
   return out;
 }
 

@@ -25,10 +25,11 @@ using BenchRow = std::map<std::string, BenchPoint>;  // subject -> point
 // `subjects`, cells are the subject's own medians in ms instead.
 //
 // A row whose format the baseline does not run (no baseline point in it at all: FP8 rows against cuDNN) is divided
-// by the baseline of its entry in `reference_rows` instead (bench: the bf16 row of the same shape), and its ratios
-// are marked "*" ("1.31x*"), so that FP8 and 16-bit kernels read against the same clock.
+// by the baseline of its entry in `reference_rows` instead, and its ratios are marked "*" ("1.31x*"), so that FP8
+// and 16-bit kernels read against the same clock; the legend then says so, with `reference_note` naming the rows
+// (bench: "the bf16 row of the same shape").
 std::string bench_side_by_side(const std::vector<std::string>& row_order, const std::map<std::string, BenchRow>& table,
                                const std::vector<std::string>& subjects, const std::string& baseline, const std::string& records,
-                               const std::map<std::string, std::string>& reference_rows = {});
+                               const std::map<std::string, std::string>& reference_rows = {}, const std::string& reference_note = "");
 
 }  // namespace fc::experiments

@@ -59,11 +59,13 @@ using Point = experiments::BenchPoint;
 double preheat(const std::vector<kernels::Subject*>& subjects, kernels::TimingRequest r, double seconds) {
   if (seconds <= 0) return 0;
   const auto start = std::chrono::steady_clock::now();
-  const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const auto since = [](std::chrono::steady_clock::time_point t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
+  const auto elapsed = [&] { return since(start); };
   r.warmup = 1, r.repeats = 100;  // (fewer calls, each of which allocates and fills its buffers)
   std::string skipped;
   for (kernels::Subject* s : subjects) {
     if (!s->info().supports(r.format) || !(s->info().supports(kernels::Op::fwd) || s->info().supports(kernels::Op::bwd))) continue;
+    const auto subject_start = std::chrono::steady_clock::now();
     try {
       while (elapsed() < seconds) {
         for (kernels::Op op : {kernels::Op::fwd, kernels::Op::bwd}) {
@@ -72,8 +74,9 @@ double preheat(const std::vector<kernels::Subject*>& subjects, kernels::TimingRe
           if (!s->time(r)) throw std::runtime_error("cannot be timed on a device");
         }
       }
-      std::printf("preheat: %.1f s of %s on the first point%s\n", elapsed(), s->info().name.c_str(), skipped.c_str());
-      return elapsed();
+      const double ran = since(subject_start);
+      std::printf("preheat: %.1f s of %s on the first point%s\n", ran, s->info().name.c_str(), skipped.c_str());
+      return ran;
     } catch (const std::exception& e) {
       skipped += std::string("; passed over ") + s->info().name + ": " + e.what();
     }
@@ -124,6 +127,13 @@ int run(const Request& req) {
   std::vector<std::string> row_order;
   double preheated_s = 0;
   std::map<std::string, std::string> reference_rows;  // row -> the row whose baseline it is read against, where its own has none
+  // The reference format: bf16 if the run has it (as --dtype spells it), else fp16, else none.
+  std::string reference_dtype;
+  for (const Format wanted : {Format::bf16, Format::fp16}) {
+    for (const std::string& dtype : req.dtypes) {
+      if (reference_dtype.empty() && parse_format(dtype) == wanted) reference_dtype = dtype;
+    }
+  }
   for (const std::string& dtype : req.dtypes) {
     const std::optional<Format> parsed = parse_format(dtype);
     if (!parsed) throw std::invalid_argument("--dtype: unknown format '" + dtype + "'");
@@ -147,8 +157,8 @@ int run(const Request& req) {
           std::ostringstream key;
           key << row_key(dtype);
           row_order.push_back(key.str());
-          // (a format the baseline does not run, e4m3 against cuDNN, is read against the baseline's bf16 time)
-          if (dtype != "bf16") reference_rows[key.str()] = row_key("bf16");
+          // (a format the baseline does not run, e4m3 against cuDNN, is read against its time in the reference format)
+          if (!reference_dtype.empty() && dtype != reference_dtype) reference_rows[key.str()] = row_key(reference_dtype);
           const double flops_fwd = 4.0 * n * static_cast<double>(n) * d * r.shape.batch * r.shape.heads_q * (mask_text == "none" ? 1 : 0.5);
           for (kernels::Subject* s : subjects) {
             if (!s->info().supports(format)) continue;  // (cuda.fa3.fp8 in bf16, cuda.fa3 in e4m3: not an error, not a row)
@@ -213,7 +223,8 @@ int run(const Request& req) {
   // The side-by-side table (experiments/bench_table.hpp) against the baseline measured in this run.
   std::vector<std::string> names;
   for (kernels::Subject* s : subjects) names.push_back(s->info().name);
-  std::fputs(experiments::bench_side_by_side(row_order, table, names, req.baseline, dir + "/bench.jsonl", reference_rows).c_str(), stdout);
+  std::fputs(experiments::bench_side_by_side(row_order, table, names, req.baseline, dir + "/bench.jsonl", reference_rows,
+                                             "the " + reference_dtype + " row of the same shape").c_str(), stdout);
   return 0;
 }
 

@@ -73,13 +73,24 @@ TEST(BenchSideBySide, ARowTheBaselineDoesNotRunIsReadAgainstItsReferenceRowMarke
   table["e4m3 N=16384"]["base"] = {9.0, NAN, "unsupported"};  // (the baseline tried and failed: its row stays dashes)
   const std::map<std::string, std::string> reference{{"e4m3 N=4096", "bf16 N=4096"}, {"e4m3 N=16384", "bf16 N=4096"}};
   const std::string text = bench_side_by_side({"bf16 N=4096", "e4m3 N=4096", "e4m3 N=8192", "e4m3 N=16384"}, table,
-                                              {"bf16_kernel", "fp8_kernel", "base"}, "base", "x", reference);
+                                              {"bf16_kernel", "fp8_kernel", "base"}, "base", "x", reference, "the bf16 row");
   EXPECT_EQ(cells_of(text, "bf16 N=4096")[0], "1.20x | 1.20x | 1.20x") << text;
   EXPECT_EQ(cells_of(text, "e4m3 N=4096")[1], "1.50x* | - | -") << text;  // 1.2 / 0.8, against bf16's baseline
   EXPECT_EQ(cells_of(text, "e4m3 N=4096")[0], "-") << text;
   EXPECT_EQ(cells_of(text, "e4m3 N=8192")[1], "-") << text;
   EXPECT_EQ(cells_of(text, "e4m3 N=16384")[1], "-") << text;
-  EXPECT_NE(text.find("(*: base does not run that row's format"), std::string::npos) << text;
+  EXPECT_NE(text.find("(*: base has no time in that row's format; the ratio is against its time on the row's reference row, the bf16 row)"),
+            std::string::npos)
+      << text;
+}
+
+TEST(BenchSideBySide, NoLegendForAMarkThatNoNumberCarries) {
+  std::map<std::string, BenchRow> table;
+  table["bf16"]["base"] = {NAN, 2.0, ""};    // (the baseline timed only bwd)
+  table["e4m3"]["fwd_only"] = {1.0, NAN, ""};  // (and this subject only fwd: no ratio to print)
+  const std::string text = bench_side_by_side({"bf16", "e4m3"}, table, {"fwd_only", "base"}, "base", "x", {{"e4m3", "bf16"}});
+  EXPECT_EQ(cells_of(text, "e4m3")[0], "- | - | -") << text;
+  EXPECT_EQ(text.find("(*:"), std::string::npos) << text;
 }
 
 TEST(BenchSideBySide, NoMarkAndNoFootnoteWhereEveryRowHasItsBaseline) {

@@ -560,7 +560,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         // (persistent: the ring position and Q's buffer broadcast from lane 0 inside the step. Both are warp-uniform,
         // but without the broadcast ptxas hoisted the tile's descriptors out of the step into vector registers and
         // moved each into uniform registers (R2UR) before its wgmma: 172 instructions from the turn barrier to the
-        // turn arrival, against 116 now and the grid kernel's 124; NOTES "The persistent forward's step")
+        // turn arrival, against 118 now and the grid kernel's 124; NOTES "The persistent forward's step")
         const int e = Persistent ? __shfl_sync(0xffffffffu, kv + j, 0) : kv + j;
         const unsigned char* sQs = Persistent ? sQ + __shfl_sync(0xffffffffu, static_cast<int>((qb * kGroups + group) * Ops::kQBytes), 0) : sQg;
         timeline.mark(group, j, kTurnWait);

@@ -29,13 +29,16 @@ __global__ void hold_stream(volatile int* flags, long long limit_ns) {
   }
 }
 
+// The hold limit in ns, refused outside (0, 60000] ms before it is converted (NaN and inf included).
+long long checked_limit_ns(const std::string& who, double ms) {
+  if (!(ms > 0 && ms <= 60000)) throw SubjectError(who + ": the timer's hold limit must lie in (0, 60000] ms, got " + std::to_string(ms));
+  return static_cast<long long>(ms * 1e6);
+}
+
 }  // namespace
 
 RunTimer::RunTimer(std::string who, cudaStream_t stream, double hold_limit_ms)
-    : who_(std::move(who)), stream_(stream), hold_limit_ns_(static_cast<long long>(hold_limit_ms * 1e6)) {
-  if (!(hold_limit_ms > 0 && hold_limit_ms <= 60000)) {
-    throw SubjectError(who_ + ": the timer's hold limit must lie in (0, 60000] ms, got " + std::to_string(hold_limit_ms));
-  }
+    : who_(std::move(who)), stream_(stream), hold_limit_ns_(checked_limit_ns(who_, hold_limit_ms)) {
   try {
     void* flags = nullptr;
     check_cuda(cudaHostAlloc(&flags, 2 * sizeof(int), cudaHostAllocMapped), who_, "allocating the timer's host flags");
@@ -67,17 +70,21 @@ void RunTimer::free_all() {
 }
 
 void RunTimer::begin() {
+  check_cuda(cudaGetLastError(), who_, "a launch before the timed run");  // (not to be blamed on the hold below)
   host_flags_[0] = 0;
   host_flags_[1] = 0;
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  check_cuda(cudaGetLastError(), who_, "a launch before the timed run");  // (not to be blamed on the hold below)
   hold_stream<<<1, 1, 0, stream_>>>(device_flags_, hold_limit_ns_);
   const cudaError_t launched = cudaGetLastError();
   if (launched != cudaSuccess) {
-    host_flags_[0] = 1;
+    release();
     check_cuda(launched, who_, "launching the timer's hold");
   }
-  check_cuda(cudaEventRecord(start_, stream_), who_, "cudaEventRecord");
+  const cudaError_t recorded = cudaEventRecord(start_, stream_);
+  if (recorded != cudaSuccess) {
+    abandon();  // (the hold must not outlive this run: it would give up during the next one)
+    check_cuda(recorded, who_, "cudaEventRecord");
+  }
 }
 
 void RunTimer::abandon() {
