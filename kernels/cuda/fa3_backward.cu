@@ -238,9 +238,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   }
 
   setmaxnreg_inc<kConsumerRegisters>();
-  // (group and warp through a shuffle: values ptxas knows to be warp-uniform, so the descriptors built from them
-  // stay in uniform registers instead of an R2UR per wgmma)
-  const int group = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), warp = __shfl_sync(0xffffffffu, (threadIdx.x % 128) / 32, 0);
+  const int group = warp_uniform(threadIdx.x / 128), warp = warp_uniform((threadIdx.x % 128) / 32);
   const int lane = threadIdx.x % 32, t = lane % 4;
   const int key_row0 = k0 + group * kGroupRows + 16 * warp + lane / 4;  // this thread's keys: key_row0, key_row0 + 8
   const unsigned char* sKg = sK + group * kGroupBytes;
@@ -490,8 +488,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dq_kernel(const __grid_cons
 // A block converts dq_convert_kernel's rows once every consumer warpgroup of the kv heads they belong to has counted
 // in (`target`: kConsumers per key tile). Launched as the pass's programmatic dependent: its blocks are scheduled
 // once every CTA of the pass has started, so they take the SMs the pass's last wave leaves idle and convert the heads
-// finished by then, instead of a pass over dQ after the last CTA. Block order follows the order in which the pass finishes heads (its grid is
-// key tile, kv head, batch). The last block also waits for the pass to complete, so that this grid never completes
+// finished by then, instead of a pass over dQ after the last CTA. Block order follows the order in which the pass
+// finishes heads (its grid is key tile, kv head, batch). The last block also waits for the pass to complete, so that this grid never completes
 // before its prerequisite: work queued after it in the stream sees the whole backward done. (What keeps these blocks
 // off the pass's SMs is its register file: 384 threads at ptxas's 168 registers hold 64512 of the SM's 65536. Were
 // that to change, they would share an SM with a CTA of the pass and poll there: slower, not wrong.)

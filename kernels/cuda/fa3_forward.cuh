@@ -475,11 +475,8 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   }
 
   setmaxnreg_inc<L::kConsumerRegisters>();
-  // (broadcast from lane 0, as CUTLASS's canonical_warp_group_idx and the backward do: threadIdx.x / 128 is
-  // warp-uniform, but the compiler cannot tell, and every shared-memory address and wgmma descriptor derived from
-  // the group then ran on the vector datapath with R2UR moves: 140 instructions in a step's issue sequence against
-  // 109 now, SASS; NOTES "The warp-group index")
-  const int group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
+  // (warp_uniform: without it, a step's issue sequence was 140 instructions against 109, SASS; NOTES "The warp-group index")
+  const int group = warp_uniform(static_cast<int>(threadIdx.x / 128));
   const bool releaser = threadIdx.x % 32 == 0;
   const float scale2 = s.scale * kLog2e;
   const auto k_tile = [&](int e) { return sK + (e % Stages) * Ops::kKBytes; };
@@ -557,12 +554,11 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         Ops::pack(pa, sc);
       }
       for (int j = 0; j + 1 < n_tiles; ++j) {
-        // (persistent: the ring position and Q's buffer broadcast from lane 0 inside the step. Both are warp-uniform,
-        // but without the broadcast ptxas hoisted the tile's descriptors out of the step into vector registers and
-        // moved each into uniform registers (R2UR) before its wgmma: 172 instructions from the turn barrier to the
+        // (persistent: the ring position and Q's buffer through warp_uniform inside the step; without it ptxas hoisted
+        // the tile's descriptors out of the step into vector registers: 172 instructions from the turn barrier to the
         // turn arrival, against 118 now and the grid kernel's 124; NOTES "The persistent forward's step")
-        const int e = Persistent ? __shfl_sync(0xffffffffu, kv + j, 0) : kv + j;
-        const unsigned char* sQs = Persistent ? sQ + __shfl_sync(0xffffffffu, static_cast<int>((qb * kGroups + group) * Ops::kQBytes), 0) : sQg;
+        const int e = Persistent ? warp_uniform(kv + j) : kv + j;
+        const unsigned char* sQs = Persistent ? sQ + warp_uniform(static_cast<int>((qb * kGroups + group) * Ops::kQBytes)) : sQg;
         timeline.mark(group, j, kTurnWait);
         if (PingPong) named_barrier_sync(my_turn, kTurnThreads);
         timeline.mark(group, j, kIssue);

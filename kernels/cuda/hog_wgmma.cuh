@@ -147,8 +147,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
 
   setmaxnreg_inc<kConsumerRegisters>();
-  // (group through a shuffle: warp-uniform to ptxas, so the descriptors stay in uniform registers)
-  const int group = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
+  const int group = warp_uniform(threadIdx.x / 128);
   const bool releaser = threadIdx.x % 32 == 0;
   const GroupThread th(m0 + group * kGroupRows, threadIdx.x % 128);
   const unsigned char* sQ = sRows + 3 * group * kTile;
@@ -398,7 +397,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
 
   setmaxnreg_inc<kConsumerRegisters>();
-  const int group = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), warp = __shfl_sync(0xffffffffu, (threadIdx.x % 128) / 32, 0);
+  const int group = warp_uniform(threadIdx.x / 128), warp = warp_uniform((threadIdx.x % 128) / 32);
   const int lane = threadIdx.x % 32, t = lane % 4;
   const int key_row0 = k0 + group * kGroupRows + 16 * warp + lane / 4;  // this thread's keys: key_row0, key_row0 + 8
   const int warp_key_last = k0 + group * kGroupRows + 16 * warp + 15;

@@ -4,8 +4,9 @@
 //
 // The protocol: the prerequisite grid calls grid_launch_dependents() early (the dependent grid may then be scheduled
 // on SMs the prerequisite leaves idle); a producer thread whose results are written calls
-// count_release_after_async_writes(); a dependent block calls wait_count_at_least() before reading them. The counts carry the ordering (release and
-// acquire at gpu scope), not the launch: without the launch attribute the dependent grid simply runs after.
+// count_release_after_async_writes(); a dependent block calls wait_count_at_least() before reading them. The counts
+// carry the ordering (release and acquire at gpu scope), not the launch: without the launch attribute the dependent
+// grid simply runs after.
 #pragma once
 
 #include <cstdint>

@@ -72,6 +72,14 @@ __device__ inline void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Count));
 }
 
+// --- values the warp shares ----------------------------------------------------------------------
+// x as lane 0 holds it, for a value every lane of the warp already holds (a warpgroup's index, a ring position).
+// ptxas cannot tell that threadIdx.x / 128 or a loop-carried index is warp-uniform; through the shuffle it can, and
+// the shared-memory addresses and wgmma descriptors built from the value stay on the uniform datapath instead of
+// being built in vector registers and moved (R2UR) before every wgmma (kernels/cuda/NOTES.md: "The warp-group index",
+// "The persistent forward's step"; CUTLASS's canonical_warp_group_idx). Every lane of the warp must call it.
+__device__ inline int warp_uniform(int x) { return __shfl_sync(0xffffffffu, x, 0); }
+
 // --- TMA ------------------------------------------------------------------------------------------
 // The box at coordinates (c0 innermost, c1) of the tensor map into shared memory at dst, completing
 // on bar. The map lives in kernel parameter space (a __grid_constant__ CUtensorMap).
