@@ -140,7 +140,7 @@ constexpr int kPrepThreads = 256;
 // One CTA per block of block_rows rows of one head: the block's largest magnitude, its exponent, the e4m3 values.
 template <class In>
 __global__ void __launch_bounds__(kPrepThreads) quantize_e4m3_blocks_kernel(const Strided x, int heads, int rows, int dim, int block_rows, std::uint8_t* out,
-                                                                           int* exponents, int* first_inexact) {
+                                                                           int* exponents, unsigned* first_inexact) {
   const int block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int r0 = block * block_rows, count = min(block_rows, rows - r0) * dim;
   const In* src = static_cast<const In*>(x.data) + b * x.batch + h * x.head;
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(kPrepThreads) quantize_e4m3_blocks_kernel(cons
     dst[i] = q;
   }
   const int index = (b * heads + h) * static_cast<int>(gridDim.x) + block;
-  if (!__syncthreads_and(exact) && threadIdx.x == 0) atomicMin(first_inexact, index);
+  if (!__syncthreads_and(exact) && threadIdx.x == 0) atomicMin(first_inexact, static_cast<unsigned>(index));
   if (threadIdx.x == 0) exponents[index] = e;
 }
 
@@ -273,7 +273,7 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
 }
 
 void quantize_e4m3_blocks(const Strided& x, WideType type, int batch, int heads, int rows, int dim, int block_rows, void* out, int* exponents,
-                          int* first_inexact, cudaStream_t stream) {
+                          unsigned* first_inexact, cudaStream_t stream) {
   require_grid(heads, batch, "cuda.fa3.fp8 quantize");
   if (block_rows < 1) throw std::runtime_error("cuda.fa3.fp8 quantize: " + std::to_string(block_rows) + " rows per block");
   const dim3 grid((rows + block_rows - 1) / block_rows, heads, batch);

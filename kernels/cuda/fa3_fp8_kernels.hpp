@@ -49,9 +49,10 @@ enum class WideType : std::uint8_t { fp32, bf16, fp16 };
 // x ([B, H, N, d], strided) as e4m3 values times a power of two per block of block_rows rows of a head: exponents[(b H
 // + h) blocks + i] = e4m3_block_exponent_of_float(the block's largest magnitude) and out (contiguous e4m3
 // [B, H, N, d]) = x 2^-e rounded to nearest. Where that rounding is not exact (x is not e4m3 times its block's
-// scale), *first_inexact is lowered to the block's index (b H + h) blocks + i; the caller sets it to INT_MAX first.
+// scale), *first_inexact is lowered to the block's index (b H + h) blocks + i; the caller sets it to UINT_MAX first
+// (all bytes 0xff: a cudaMemsetAsync, which needs no host buffer that the copy engine would read after the call).
 void quantize_e4m3_blocks(const Strided& x, WideType type, int batch, int heads, int rows, int dim, int block_rows, void* out, int* exponents,
-                          int* first_inexact, cudaStream_t stream);
+                          unsigned* first_inexact, cudaStream_t stream);
 
 // V^T of an e4m3 V ([B, H, Nk, d], strided): vt [B, H, d, fp8_vt_keys(Nk)] with the keys of every 32 in the
 // order cuda.fa3.fp8's P fragments hold them (fa3_fp8_kernels.cu, fp8_key_of_slot), zeros past Nk.

@@ -155,7 +155,7 @@ class CudaFa3Fp8 final : public Subject {
       q_exp = DeviceBuffer(dq * blocks_of(sh.seq_q, kFp8BlockRows) * sizeof(int), who, "Q's block exponents");
       k_exp = DeviceBuffer(dk * blocks_of(sh.seq_k, block_k) * sizeof(int), who, "K's block exponents");
       v_exp = DeviceBuffer(dk * blocks_of(sh.seq_k, block_k) * sizeof(int), who, "V's block exponents");
-      first_inexact = DeviceBuffer(3 * sizeof(int), who, "the quantizer's flags");
+      first_inexact = DeviceBuffer(3 * sizeof(unsigned), who, "the quantizer's flags");
     }
     std::size_t bytes() const { return q.bytes() + k.bytes() + v.bytes() + vt.bytes() + q_exp.bytes() + k_exp.bytes() + v_exp.bytes(); }
   };
@@ -173,9 +173,10 @@ class CudaFa3Fp8 final : public Subject {
       const WideType type = format == Format::fp32 ? WideType::fp32 : format == Format::fp16 ? WideType::fp16 : WideType::bf16;
       const std::size_t nq = static_cast<std::size_t>(sh.batch) * sh.heads_q * sh.seq_q * d, nk = static_cast<std::size_t>(sh.batch) * sh.heads_kv * sh.seq_k * d;
       if (ops.q.bytes() != nq) ops.q = DeviceBuffer(nq, who, "e4m3 Q"), ops.k = DeviceBuffer(nk, who, "e4m3 K"), ops.v = DeviceBuffer(nk, who, "e4m3 V");
-      const int unset[3] = {INT_MAX, INT_MAX, INT_MAX};
-      check_cuda(cudaMemcpyAsync(ops.first_inexact.get(), unset, sizeof unset, cudaMemcpyHostToDevice), who, "the quantizer's flags");
-      auto* flags = static_cast<int*>(ops.first_inexact.get());
+      // UINT_MAX in each flag (not a copy from a host array: from pageable memory the driver may synchronize inside
+      // the timed run, which RunTimer then refuses)
+      check_cuda(cudaMemsetAsync(ops.first_inexact.get(), 0xff, ops.first_inexact.bytes()), who, "the quantizer's flags");
+      auto* flags = static_cast<unsigned*>(ops.first_inexact.get());
       quantize_e4m3_blocks(q, type, sh.batch, sh.heads_q, sh.seq_q, d, kFp8BlockRows, ops.q.get(), static_cast<int*>(ops.q_exp.get()), flags, nullptr);
       quantize_e4m3_blocks(k, type, sh.batch, sh.heads_kv, sh.seq_k, d, block_k_, ops.k.get(), static_cast<int*>(ops.k_exp.get()), flags + 1, nullptr);
       quantize_e4m3_blocks(v, type, sh.batch, sh.heads_kv, sh.seq_k, d, block_k_, ops.v.get(), static_cast<int*>(ops.v_exp.get()), flags + 2, nullptr);
@@ -192,13 +193,13 @@ class CudaFa3Fp8 final : public Subject {
   // head within kMaxVExponentSpread.
   void check_scaled(const Operands& ops, const AttentionShape& sh) const {
     const std::string& who = info_.name;
-    int flags[3];
+    unsigned flags[3];
     check_cuda(cudaMemcpy(flags, ops.first_inexact.get(), sizeof flags, cudaMemcpyDeviceToHost), who, "reading the quantizer's flags");
     const char* names[3] = {"Q", "K", "V"};
     for (int t = 0; t < 3; ++t) {
-      if (flags[t] == INT_MAX) continue;
+      if (flags[t] == UINT_MAX) continue;
       const int block = t == 0 ? kFp8BlockRows : block_k_, blocks = blocks_of(t == 0 ? sh.seq_q : sh.seq_k, block), heads = t == 0 ? sh.heads_q : sh.heads_kv;
-      const int head = flags[t] / blocks;  // (b H + h)
+      const int head = static_cast<int>(flags[t] / blocks);  // (b H + h)
       std::ostringstream m;
       m << who << ": operands=scaled, but " << names[t] << " (batch " << head / heads << ", head " << head % heads << ", rows " << flags[t] % blocks * block
         << "..) holds a value that is not an e4m3 value times its block's power-of-two scale (the scale of the block's largest magnitude)";
