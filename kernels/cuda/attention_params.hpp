@@ -82,6 +82,9 @@ struct BackwardParams {
   // would read an incomplete head (fa3_backward_test.cpp). 0 in every real call.
   std::uint32_t dq_ready_test_delay_ns = 0;
   bool deterministic = true;   // fa2: dQ by its own query-tiled pass (no atomics) rather than atomics
+  // fa3's key-tiled pass: 0, a CTA per key tile; -1, a CTA per SM walking the tiles (persistent); n > 0, n CTAs walking
+  // them (at most one per tile; experiments and tests, which walk several tiles per CTA on small shapes this way)
+  int key_pass_ctas = 0;
   DkDvLayout dk_dv_layout = DkDvLayout::automatic;
   int dk_dv_keys = 64;         // fa2, warp_keys layout: keys per block, 64 (4 warps) or 128 (8 warps)
   OutputRounding rounding;

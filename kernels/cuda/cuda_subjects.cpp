@@ -340,7 +340,11 @@ class CudaFa3 final : public CudaAttentionSubject {
                      {"dq_convert", "overlapped",
                       "bwd=fused: when dQ is scaled and rounded from its fp32 accumulator: overlapped (a dependent launch whose "
                       "blocks convert each head once the key-tiled pass has finished it, on the SMs its last wave leaves idle) or "
-                      "after (a pass over dQ after the key-tiled pass). The same bits either way"}};
+                      "after (a pass over dQ after the key-tiled pass). The same bits either way"},
+                     {"bwd_grid", "tiles",
+                      "the backward's key-tiled pass: tiles (a CTA per key tile of 128), persistent (a CTA per SM walking the "
+                      "tiles in the same order, the next tile's K and V loaded during this tile's epilogue) or a number of CTAs "
+                      "to walk them. The same arithmetic in each"}};
   }
 
   void set_option(const std::string& name, const std::string& value) override {
@@ -365,7 +369,24 @@ class CudaFa3 final : public CudaAttentionSubject {
       dq_overlapped_ = value == "overlapped";
       return;
     }
-    if (name != "schedule") throw SubjectError(info_.name + ": no option " + name + " (schedule, bwd, key_tile, dq_convert)");
+    if (name == "bwd_grid") {
+      int ctas = value == "tiles" ? 0 : value == "persistent" ? -1 : -2;
+      if (ctas == -2) {
+        std::size_t used = 0;
+        try {
+          ctas = std::stoi(value, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != value.size() || ctas < 1 || ctas > 1 << 20) {
+          throw SubjectError(info_.name + ": bwd_grid=" + value + ": tiles, persistent or a number of CTAs in [1, 2^20]");
+        }
+      }
+      info_.options[4].value = value;
+      key_pass_ctas_ = ctas;
+      return;
+    }
+    if (name != "schedule") throw SubjectError(info_.name + ": no option " + name + " (schedule, bwd, key_tile, dq_convert, bwd_grid)");
     for (Fa3Schedule s : kSchedules) {
       if (value == fa3_schedule_name(s)) {
         if (key_tile_ != 128 && s != Fa3Schedule::ws_overlap_pingpong) throw SubjectError(info_.name + ": schedule=" + value + " runs with key_tile=128 only");
@@ -389,7 +410,7 @@ class CudaFa3 final : public CudaAttentionSubject {
   void backward(const BackwardParams& p, cudaStream_t stream) override { fa3_backward(p, stream); }
   bool needs_dq_accum() const override { return !info_.deterministic; }
   bool needs_dq_ready() const override { return !info_.deterministic && dq_overlapped_; }
-  void configure(BackwardParams& p) const override { p.deterministic = info_.deterministic; }
+  void configure(BackwardParams& p) const override { p.deterministic = info_.deterministic, p.key_pass_ctas = key_pass_ctas_; }
 
  private:
   static constexpr Fa3Schedule kSchedules[] = {Fa3Schedule::one_group,          Fa3Schedule::ws, Fa3Schedule::ws_overlap, Fa3Schedule::ws_overlap_pingpong,
@@ -398,13 +419,15 @@ class CudaFa3 final : public CudaAttentionSubject {
   Fa3Schedule schedule_ = kAuto;
   int key_tile_ = 128;
   bool dq_overlapped_ = true;  // (option dq_convert)
+  int key_pass_ctas_ = 0;  // (option bwd_grid: BackwardParams::key_pass_ctas)
 };
 
 // cuda.fa4 (kernels/cuda/NOTES.md): cuda.fa3's forward pipeline (ws_overlap_pingpong; with the grid scheduler at
 // d = 64, three groups as cuda.fa3's auto) with FA4's softmax:
 // selective rescaling (tau, log2 units, default 8; the count of rescales per row and key tile after the first
 // is the counter `rescales`), the cubic exp2 emulation on a share of the exponentials (exp2_fraction: 0, 0.125 or
-// 0.5, the columns cpu.fa4.emulated emulates) and a persistent longest-first scheduler (scheduler=persistent).
+// 0.5, the columns cpu.fa4.emulated emulates) and a persistent longest-first scheduler (scheduler=persistent; auto,
+// the default, takes it under causal masks at d = 128).
 // CPU twins: cpu.fa4, cpu.fa4.emulated.
 class CudaFa4 final : public CudaAttentionSubject {
  public:
@@ -442,8 +465,8 @@ class CudaFa4 final : public CudaAttentionSubject {
       if (eighths < 0) throw SubjectError(info_.name + ": exp2_fraction=" + value + ": one of 0, 0.125, 0.5 (compiled variants)");
       fa4_.emulated_eighths = eighths;
     } else if (name == "scheduler") {
-      if (value != "grid" && value != "persistent") throw SubjectError(info_.name + ": scheduler=" + value + ": grid or persistent");
-      fa4_.persistent = value == "persistent";
+      if (value != "auto" && value != "grid" && value != "persistent") throw SubjectError(info_.name + ": scheduler=" + value + ": auto, grid or persistent");
+      scheduler_ = value;
     } else {
       throw SubjectError(info_.name + ": no option " + name + " (tau, exp2_fraction, scheduler)");
     }
@@ -474,7 +497,9 @@ class CudaFa4 final : public CudaAttentionSubject {
     with_counters.rescale_threshold = tau_;
     with_counters.rescale_count = static_cast<unsigned long long*>(counters_);
     with_counters.work_counter = reinterpret_cast<int*>(static_cast<unsigned char*>(counters_) + sizeof(unsigned long long));
-    fa4_forward(with_counters, fa4_, stream);
+    Fa4Options options = fa4_;
+    options.persistent = scheduler_ == "persistent" || (scheduler_ == "auto" && persistent_by_default(p.shape));
+    fa4_forward(with_counters, options, stream);
   }
   void backward(const BackwardParams&, cudaStream_t) override { throw std::runtime_error("cuda.fa4 has no backward yet (plan step 5)"); }
 
@@ -483,13 +508,19 @@ class CudaFa4 final : public CudaAttentionSubject {
     info_.options = {{"tau", std::to_string(tau_), "rescale only when the running max grows by at least this (log2 units); 0: always (FA2)"},
                      {"exp2_fraction", fa4_.emulated_eighths == 0 ? "0" : fa4_.emulated_eighths == 1 ? "0.125" : "0.5",
                       "share of the exponentials by the cubic exp2 emulation on the FMA pipes: 0, 0.125 or 0.5"},
-                     {"scheduler", fa4_.persistent ? "persistent" : "grid",
+                     {"scheduler", scheduler_,
                       "grid: one CTA per 128-row query tile; persistent: one CTA per SM walking the tiles longest first, heads in "
-                      "L2-sized sections"}};
+                      "L2-sized sections; auto: persistent under a causal mask at d = 128, else grid"}};
   }
 
+  // Where the persistent scheduler measured faster (H200, kernels/cuda/NOTES.md "The persistent forward's step"):
+  // causal masks at d = 128, + 3-6 % at N = 4k and 8k, even at 16k. Without a mask it is 1-4 % behind the grid, and at
+  // d = 64 the grid runs three consumer groups where the persistent kernel keeps two.
+  static bool persistent_by_default(const AttentionShapeParams& s) { return s.mask != CausalMask::none && s.head_dim == 128; }
+
   float tau_ = 8;
-  Fa4Options fa4_;
+  Fa4Options fa4_;  // (fa4_.persistent is chosen per call from scheduler_)
+  std::string scheduler_ = "auto";
   static constexpr std::size_t kCountersBytes = sizeof(unsigned long long) + sizeof(int);
   void* counters_ = nullptr;
 };

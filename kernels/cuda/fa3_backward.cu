@@ -18,6 +18,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -164,6 +166,22 @@ __device__ inline void p_transposed(float (&st)[8][4], const float (&l2_of)[8][2
   }
 }
 
+// A key tile of the pass: its first key, kv head and batch. Tiles are numbered key tile fastest, then kv head, then
+// batch: the launch order of a grid of one CTA per tile, so that the tiles in work at once, in either form, share
+// their heads' Q and dO in L2.
+struct KeyTile {
+  int k0, hk, b;
+};
+__device__ inline KeyTile key_tile_at(int tile, int key_tiles, int heads_kv) {
+  const int head_pair = tile / key_tiles;
+  return {(tile - head_pair * key_tiles) * kCtaRows, head_pair % heads_kv, head_pair / heads_kv};
+}
+
+// The key-tiled pass. A CTA walks the tiles blockIdx.x, blockIdx.x + gridDim.x, ...: one each with a grid of one CTA
+// per tile; with a persistent grid (a CTA per SM, p.key_pass_ctas) each CTA walks about tiles / SMs, and the next tile's
+// K and V load while this tile's epilogue runs (the dQ reductions' completion, the dK and dV stores), its first Q and
+// dO tiles sooner, as the ring frees. Steps are counted over the CTA's whole walk (g below): the Q/dO ring's stages,
+// the dS^T buffers and their barriers' parities run on across tiles.
 template <class T, int D, bool FusedDq>
 __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                                                                   const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap dout_map,
@@ -177,7 +195,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   unsigned char* sG = sQ + kBwdStages * kGroupBytes;    // dO
   unsigned char* sDS = sG + kBwdStages * kGroupBytes;   // (FusedDq) buffer i at + i kDsBytes
   unsigned char* sDQ = sDS + 2 * kDsBytes;              // (FusedDq) group g's staging buffer i at + (2 g + i) kDqStageBytes
-  __shared__ alignas(8) std::uint64_t kv_full, q_full[kBwdStages], q_empty[kBwdStages];
+  // kv_empty: every consumer thread arrives once it has read the tile's K and V for the last time (the next tile's
+  // load waits for it)
+  __shared__ alignas(8) std::uint64_t kv_full, kv_empty, q_full[kBwdStages], q_empty[kBwdStages];
   __shared__ alignas(8) std::uint64_t ds_full[2], ds_empty[2];  // (FusedDq) dS^T's buffers; every consumer thread arrives
   // Each stage's query rows' L (log2 units; +inf past Nq or where no key is visible, so P = 0) and D, written by the
   // producer's second warp with the Q and dO tiles: loaded by the consumers from global memory per element, they
@@ -185,20 +205,19 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   __shared__ alignas(16) float stat_l2[kBwdStages][kQueryRows], stat_d[kBwdStages][kQueryRows];
 
   const AttentionShapeParams& s = p.shape;
-  const int k0 = blockIdx.x * kCtaRows, hk = blockIdx.y, b = blockIdx.z, group_size = s.heads_q / s.heads_kv;
+  const int group_size = s.heads_q / s.heads_kv;
   const bool causal = s.mask != CausalMask::none;
   const int offset = s.causal_offset();
-  const RowTileWalk walk = row_tiles_seeing(s, k0, kQueryRows);
-  const int first_tile = walk.first_tile, per_head = walk.per_head, steps = walk.steps;
+  const int key_tiles = (s.seq_k + kCtaRows - 1) / kCtaRows, tiles = key_tiles * s.heads_kv * s.batch;
 
   if (threadIdx.x == 0) {
-    mbarrier_init(&kv_full, 1);
+    mbarrier_init(&kv_full, 1), mbarrier_init(&kv_empty, kConsumerThreads);
     // q_full: the copying thread's arrival (with the tiles' bytes) and the 32 of the warp writing L and D
     for (int i = 0; i < kBwdStages; ++i) mbarrier_init(&q_full[i], 1 + 32), mbarrier_init(&q_empty[i], kConsumerThreads);
     for (int i = 0; i < 2; ++i) mbarrier_init(&ds_full[i], kConsumerThreads), mbarrier_init(&ds_empty[i], kConsumerThreads);
     mbarrier_init_fence();
   }
-  if constexpr (FusedDq) {  // buffer 1's zeros: the dS of "step -1" (above)
+  if constexpr (FusedDq) {  // buffer 1's zeros: the dS of "step -1" (below; later tiles find the last tile's dS there)
     for (unsigned i = 16 * threadIdx.x; i < kDsBytes; i += 16 * kWsThreads) *reinterpret_cast<uint4*>(sDS + kDsBytes + i) = make_uint4(0, 0, 0, 0);
     fence_proxy_async_shared();
   }
@@ -208,30 +227,41 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   if (threadIdx.x >= kConsumerThreads) {
     setmaxnreg_dec<kProducerRegisters>();
     if (threadIdx.x == kConsumerThreads) {
-      mbarrier_arrive_expect_tx(&kv_full, 2 * kConsumers * kGroupBytes);
-      for (int g = 0; g < kConsumers; ++g) {
-        for (int half = 0; half < Tl::kHalves; ++half) {
-          tma_load_4d(sK + g * kGroupBytes + half * kQBox, &k_map, &kv_full, 64 * half, k0 + g * kGroupRows, hk, b);
-          tma_load_4d(sV + g * kGroupBytes + half * kQBox, &v_map, &kv_full, 64 * half, k0 + g * kGroupRows, hk, b);
+      int g = 0, walked = 0;  // steps and tiles so far
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++walked) {
+        const KeyTile at = key_tile_at(tile, key_tiles, s.heads_kv);
+        const RowTileWalk walk = row_tiles_seeing(s, at.k0, kQueryRows);
+        if (walked > 0) mbarrier_wait(&kv_empty, (walked - 1) & 1);
+        mbarrier_arrive_expect_tx(&kv_full, 2 * kConsumers * kGroupBytes);
+        for (int grp = 0; grp < kConsumers; ++grp) {
+          for (int half = 0; half < Tl::kHalves; ++half) {
+            tma_load_4d(sK + grp * kGroupBytes + half * kQBox, &k_map, &kv_full, 64 * half, at.k0 + grp * kGroupRows, at.hk, at.b);
+            tma_load_4d(sV + grp * kGroupBytes + half * kQBox, &v_map, &kv_full, 64 * half, at.k0 + grp * kGroupRows, at.hk, at.b);
+          }
         }
-      }
-      for (int e = 0; e < steps; ++e) {
-        const int stage = e % kBwdStages, h = hk * group_size + e / per_head, row0 = (first_tile + e % per_head) * kQueryRows;
-        if (e >= kBwdStages) mbarrier_wait(&q_empty[stage], ((e / kBwdStages) - 1) & 1);
-        mbarrier_arrive_expect_tx(&q_full[stage], 2 * kGroupBytes);
-        for (int half = 0; half < Tl::kHalves; ++half) {
-          tma_load_4d(sQ + stage * kGroupBytes + half * kQBox, &q_map, &q_full[stage], 64 * half, row0, h, b);
-          tma_load_4d(sG + stage * kGroupBytes + half * kQBox, &dout_map, &q_full[stage], 64 * half, row0, h, b);
+        for (int e = 0; e < walk.steps; ++e, ++g) {
+          const int stage = g % kBwdStages, h = at.hk * group_size + e / walk.per_head, row0 = (walk.first_tile + e % walk.per_head) * kQueryRows;
+          if (g >= kBwdStages) mbarrier_wait(&q_empty[stage], ((g / kBwdStages) - 1) & 1);
+          mbarrier_arrive_expect_tx(&q_full[stage], 2 * kGroupBytes);
+          for (int half = 0; half < Tl::kHalves; ++half) {
+            tma_load_4d(sQ + stage * kGroupBytes + half * kQBox, &q_map, &q_full[stage], 64 * half, row0, h, at.b);
+            tma_load_4d(sG + stage * kGroupBytes + half * kQBox, &dout_map, &q_full[stage], 64 * half, row0, h, at.b);
+          }
         }
       }
     } else if (threadIdx.x / 32 == kConsumerThreads / 32 + 1) {  // the producer's second warp: L and D
       const int lane = threadIdx.x % 32;
-      for (int e = 0; e < steps; ++e) {
-        const int stage = e % kBwdStages, h = hk * group_size + e / per_head, row0 = (first_tile + e % per_head) * kQueryRows;
-        const std::int64_t stat_row0 = (static_cast<std::int64_t>(b) * s.heads_q + h) * s.seq_q;
-        if (e >= kBwdStages) mbarrier_wait(&q_empty[stage], ((e / kBwdStages) - 1) & 1);
-        for (int i = lane; i < kQueryRows; i += 32) stat_l2[stage][i] = row_l2(p, stat_row0, row0 + i), stat_d[stage][i] = row_d(p, stat_row0, row0 + i);
-        mbarrier_arrive(&q_full[stage]);  // (release: the consumers' wait on q_full sees these writes)
+      int g = 0;
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const KeyTile at = key_tile_at(tile, key_tiles, s.heads_kv);
+        const RowTileWalk walk = row_tiles_seeing(s, at.k0, kQueryRows);
+        for (int e = 0; e < walk.steps; ++e, ++g) {
+          const int stage = g % kBwdStages, h = at.hk * group_size + e / walk.per_head, row0 = (walk.first_tile + e % walk.per_head) * kQueryRows;
+          const std::int64_t stat_row0 = (static_cast<std::int64_t>(at.b) * s.heads_q + h) * s.seq_q;
+          if (g >= kBwdStages) mbarrier_wait(&q_empty[stage], ((g / kBwdStages) - 1) & 1);
+          for (int i = lane; i < kQueryRows; i += 32) stat_l2[stage][i] = row_l2(p, stat_row0, row0 + i), stat_d[stage][i] = row_d(p, stat_row0, row0 + i);
+          mbarrier_arrive(&q_full[stage]);  // (release: the consumers' wait on q_full sees these writes)
+        }
       }
     }
     return;
@@ -240,131 +270,153 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   setmaxnreg_inc<kConsumerRegisters>();
   const int group = warp_uniform(threadIdx.x / 128), warp = warp_uniform((threadIdx.x % 128) / 32);
   const int lane = threadIdx.x % 32, t = lane % 4;
-  const int key_row0 = k0 + group * kGroupRows + 16 * warp + lane / 4;  // this thread's keys: key_row0, key_row0 + 8
-  const unsigned char* sKg = sK + group * kGroupBytes;
-  const unsigned char* sVg = sV + group * kGroupBytes;
   const float scale2 = s.scale * fa3::kLog2e;
-  float dk[D / 8][4], dv[D / 8][4];
+  unsigned g = 0;  // steps so far (unsigned: its remainders and halves are the stage and buffer indices and parities)
+  int walked = 0;  // tiles so far
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++walked) {
+    const KeyTile at = key_tile_at(tile, key_tiles, s.heads_kv);
+    const int k0 = at.k0, hk = at.hk, b = at.b;
+    const RowTileWalk walk = row_tiles_seeing(s, k0, kQueryRows);
+    const int first_tile = walk.first_tile, per_head = walk.per_head, steps = walk.steps;
+    const int key_row0 = k0 + group * kGroupRows + 16 * warp + lane / 4;  // this thread's keys: key_row0, key_row0 + 8
+    float dk[D / 8][4], dv[D / 8][4];
 #pragma unroll
-  for (int i = 0; i < D / 8; ++i) dk[i][0] = dk[i][1] = dk[i][2] = dk[i][3] = dv[i][0] = dv[i][1] = dv[i][2] = dv[i][3] = 0.f;
-  int prev_q0 = 0, prev_h = 0;  // (FusedDq) the previous step's query tile and head
-  mbarrier_wait(&kv_full, 0);
-  for (int e = 0; e < steps; ++e) {
-    const int stage = e % kBwdStages, h = hk * group_size + e / per_head, q0 = (first_tile + e % per_head) * kQueryRows;
-    const unsigned char* sQe = sQ + stage * kGroupBytes;
-    const unsigned char* sGe = sG + stage * kGroupBytes;
-    mbarrier_wait(&q_full[stage], (e / kBwdStages) & 1);
-    float st[8][4], dpt[8][4];  // S^T and dP^T: rows = this group's 64 keys, columns = the tile's 64 queries
-    float dq[8][4];             // (FusedDq) the previous step's dQ partial: 64 queries x 64 columns of d
-    // Five products a step, in commit groups that complete in order: S^T | dP^T | dV | (fused: dQ) | dK. P^T is
-    // computed while dP^T runs, dS^T while dV runs, and dQ's reductions are issued while dK runs. (dQ is issued after
-    // dV is done: P^T's A fragments and dQ's accumulators live at once spill at d = 128.)
-    wgmma_fence();
-#pragma unroll
-    for (int k = 0; k < D / 16; ++k) {
-      wgmma_m64n64k16_ss<Tl::kFp16>(reinterpret_cast<float(&)[32]>(st), wgmma_descriptor_advance(wgmma_descriptor_sw128(sKg + (k / 4) * kQBox), k % 4),
-                                    wgmma_descriptor_advance(wgmma_descriptor_sw128(sQe + (k / 4) * kQBox), k % 4), k > 0);
-    }
-    wgmma_commit();
-#pragma unroll
-    for (int k = 0; k < D / 16; ++k) {
-      wgmma_m64n64k16_ss<Tl::kFp16>(reinterpret_cast<float(&)[32]>(dpt), wgmma_descriptor_advance(wgmma_descriptor_sw128(sVg + (k / 4) * kQBox), k % 4),
-                                    wgmma_descriptor_advance(wgmma_descriptor_sw128(sGe + (k / 4) * kQBox), k % 4), k > 0);
-    }
-    wgmma_commit();
-    // P^T and dS^T; a tile that crosses Nq, Nk or the diagonal for some pair of this warp tests every element.
-    const int warp_key_last = k0 + group * kGroupRows + 16 * warp + 15;
-    const bool masked = warp_key_last >= s.seq_k || (causal && warp_key_last > q0 + offset);
-    float l2[8][2];  // L of this thread's 16 queries, read while S^T computes
-#pragma unroll
-    for (int nb = 0; nb < 8; ++nb) {
-      const float2 v = *reinterpret_cast<const float2*>(&stat_l2[stage][nb * 8 + 2 * t]);
-      l2[nb][0] = v.x, l2[nb][1] = v.y;
-    }
-    wgmma_wait<1>();
-    if (masked) {
-      p_transposed<true>(st, l2, scale2, q0, key_row0, t, s.seq_k, causal, offset);
-    } else {
-      p_transposed<false>(st, l2, scale2, q0, key_row0, t, s.seq_k, causal, offset);
-    }
-    std::uint32_t pa[4][4], dsa[4][4];  // P^T and dS^T as A fragments: k16 step kk over queries 16 kk ..
-    a_fragments<T>(pa, st);
-    const std::uint64_t g_desc = wgmma_descriptor_sw128_mn(sGe, kQBox), q_desc = wgmma_descriptor_sw128_mn(sQe, kQBox);
-    wgmma_fence();
-    mma_rs_mn_b<T, D, 4>(dv, pa, g_desc);  // over the step's 64 queries: P^T's fragments, dO's tile
-    wgmma_commit();
-    wgmma_wait<1>();  // dP^T
-#pragma unroll
-    for (int nb = 0; nb < 8; ++nb) {
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const float dd = stat_d[stage][nb * 8 + 2 * t + c];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) dpt[nb][2 * r + c] = st[nb][2 * r + c] * (dpt[nb][2 * r + c] - dd);
-      }
-    }
-    a_fragments<T>(dsa, dpt);
-    if constexpr (FusedDq) {
-      // dS^T(e) to its buffer (once both groups' dQ(e - 2) products have read it), then dQ's partial of the step
-      // before, dS(e - 1) K: a step late, so that the groups need not meet at the same point of every step (with a
-      // barrier on dS(e) they ran in lockstep: 9 % of the consumers' stall samples, ncu). The slack is less than a
-      // step: the ds_empty wait below needs the other group past its step e - 1's dQ product, which also makes the
-      // ds_full wait for dS(e - 1) pass at once (it is kept: it states the dependence; the epilogue's can block).
-      // Buffer e % 2 was last read by step e - 1's product (at e = 1 the dummy one of step 0, below).
-      if (e > 0) mbarrier_wait(&ds_empty[e % 2], ((e - 1) / 2) & 1);
-      store_ds_tile(sDS + (e % 2) * kDsBytes, dsa, group * kGroupRows + 16 * warp + lane / 4, t);
-      fence_proxy_async_shared();
-      mbarrier_arrive(&ds_full[e % 2]);
-      wgmma_wait<0>();  // dV (done by now, as a rule): P^T's registers free before dQ's accumulators are live
-      // Step 0 has no previous dS: it multiplies buffer 1's zeros (written at the start) and adds nothing. The
-      // product is issued at every step all the same: one issued under a condition made ptxas serialise every wgmma.
-      if (e > 0) mbarrier_wait(&ds_full[(e - 1) % 2], ((e - 1) / 2) & 1);
-      issue_dq<T, D>(dq, sDS + ((e + 1) % 2) * kDsBytes, sK, group);
-    } else {
+    for (int i = 0; i < D / 8; ++i) dk[i][0] = dk[i][1] = dk[i][2] = dk[i][3] = dv[i][0] = dv[i][1] = dv[i][2] = dv[i][3] = 0.f;
+    int prev_q0 = 0, prev_h = 0;  // (FusedDq) the previous step's query tile and head
+    // Step e's query head and tile, hk group_size + e / per_head and first_tile + e % per_head, counted rather than
+    // divided (a division by per_head cost about 25 instructions a step)
+    int h = hk * group_size, q_tile = first_tile;
+    mbarrier_wait(&kv_full, walked & 1);
+    for (int e = 0; e < steps; ++e, ++g) {
+      const int stage = static_cast<int>(g % kBwdStages), q0 = q_tile * kQueryRows;
+      // The group, the stage's and dS^T's buffer offsets broadcast from lane 0 inside the step: the wgmma descriptors
+      // are built from them, and inside the tile loop ptxas otherwise hoists those into vector registers, with an
+      // R2UR per wgmma (as in the persistent forward; broadcasting g itself left them there).
+      const int grp = warp_uniform(group);
+      const unsigned char* sKg = sK + grp * kGroupBytes;
+      const unsigned char* sVg = sV + grp * kGroupBytes;
+      const int stage_offset = warp_uniform(stage * static_cast<int>(kGroupBytes));
+      const int ds_this = warp_uniform(static_cast<int>(g % 2 * kDsBytes)), ds_before = warp_uniform(static_cast<int>((g + 1) % 2 * kDsBytes));
+      const unsigned char* sQe = sQ + stage_offset;
+      const unsigned char* sGe = sG + stage_offset;
+      mbarrier_wait(&q_full[stage], (g / kBwdStages) & 1);
+      float st[8][4], dpt[8][4];  // S^T and dP^T: rows = this group's 64 keys, columns = the tile's 64 queries
+      float dq[8][4];             // (FusedDq) the previous step's dQ partial: 64 queries x 64 columns of d
+      // Five products a step, in commit groups that complete in order: S^T | dP^T | dV | (fused: dQ) | dK. P^T is
+      // computed while dP^T runs, dS^T while dV runs, and dQ's reductions are issued while dK runs. (dQ is issued after
+      // dV is done: P^T's A fragments and dQ's accumulators live at once spill at d = 128.)
       wgmma_fence();
-    }
-    mma_rs_mn_b<T, D, 4>(dk, dsa, q_desc);  // dS^T's fragments, Q's tile
-    wgmma_commit();
-    if constexpr (FusedDq) {
-      wgmma_wait<1>();  // dQ(e - 1) (dK still running)
-      mbarrier_arrive(&ds_empty[(e + 1) % 2]);
-      if (e > 0) reduce_dq<D>(dq, sDQ + (2 * group + e % 2) * kDqStageBytes, &dq_map, prev_q0, prev_h, b, group, warp, lane);
-      prev_q0 = q0, prev_h = h;
-    }
-    wgmma_wait<0>();
-    // Every consumer thread releases the stage: each read the stage's L and D, which the producer's second warp
-    // rewrites after the release, and each thread's arrival orders its own reads. (With lane 0 alone arriving after
-    // a __syncwarp, racecheck still reported the reads against the rewrite, though it takes that pattern in the
-    // persistent forward.)
-    mbarrier_arrive(&q_empty[stage]);
-  }
-  if constexpr (FusedDq) {  // the last step's dQ partial (issued even without steps, on buffer 1's zeros, as above)
-    float dq[8][4];
-    if (steps > 0) mbarrier_wait(&ds_full[(steps - 1) % 2], ((steps - 1) / 2) & 1);
-    issue_dq<T, D>(dq, sDS + ((steps + 1) % 2) * kDsBytes, sK, group);
-    wgmma_wait<0>();
-    if (p.dq_ready_test_delay_ns != 0 && group == 1 && threadIdx.x % 128 == 0) hopper::sleep_ns(p.dq_ready_test_delay_ns);  // (tests only)
-    if (steps > 0) reduce_dq<D>(dq, sDQ + (2 * group + steps % 2) * kDqStageBytes, &dq_map, prev_q0, prev_h, b, group, warp, lane);
-    if (threadIdx.x % 128 == 0) {
-      bulk_wait_all();  // the reductions complete before the CTA's shared memory is released
-      // (dq_ready given) this group's partials are all in: dQ's conversion counts the groups of every key tile
-      if (p.dq_ready != nullptr) hopper::count_release_after_async_writes(p.dq_ready + static_cast<std::int64_t>(b) * s.heads_kv + hk);
-    }
-  }
-  // dK = s dS^T Q, dV = P^T dO, rounded as the policy says (the gradients' Philox stream, logical [B, Hkv, Nk, D] index)
-  T* dk_out = static_cast<T*>(p.dk.data) + b * p.dk.batch + hk * p.dk.head;
-  T* dv_out = static_cast<T*>(p.dv.data) + b * p.dv.batch + hk * p.dv.head;
-  const std::uint64_t kv_row0 = (static_cast<std::uint64_t>(b) * s.heads_kv + hk) * s.seq_k;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int key = key_row0 + 8 * r;
-    if (key >= s.seq_k) continue;
-    const std::uint64_t index0 = (kv_row0 + key) * D;
+      for (int k = 0; k < D / 16; ++k) {
+        wgmma_m64n64k16_ss<Tl::kFp16>(reinterpret_cast<float(&)[32]>(st), wgmma_descriptor_advance(wgmma_descriptor_sw128(sKg + (k / 4) * kQBox), k % 4),
+                                      wgmma_descriptor_advance(wgmma_descriptor_sw128(sQe + (k / 4) * kQBox), k % 4), k > 0);
+      }
+      wgmma_commit();
 #pragma unroll
-    for (int nb = 0; nb < D / 8; ++nb) {
-      const int col = nb * 8 + 2 * t;
-      store_pair<T>(dk_out + key * p.dk.row + col, s.scale * dk[nb][2 * r], s.scale * dk[nb][2 * r + 1], p.rounding, p.grad_stream, index0 + col);
-      store_pair<T>(dv_out + key * p.dv.row + col, dv[nb][2 * r], dv[nb][2 * r + 1], p.rounding, p.grad_stream, index0 + col);
+      for (int k = 0; k < D / 16; ++k) {
+        wgmma_m64n64k16_ss<Tl::kFp16>(reinterpret_cast<float(&)[32]>(dpt), wgmma_descriptor_advance(wgmma_descriptor_sw128(sVg + (k / 4) * kQBox), k % 4),
+                                      wgmma_descriptor_advance(wgmma_descriptor_sw128(sGe + (k / 4) * kQBox), k % 4), k > 0);
+      }
+      wgmma_commit();
+      // P^T and dS^T; a tile that crosses Nq, Nk or the diagonal for some pair of this warp tests every element.
+      const int warp_key_last = k0 + group * kGroupRows + 16 * warp + 15;
+      const bool masked = warp_key_last >= s.seq_k || (causal && warp_key_last > q0 + offset);
+      float l2[8][2];  // L of this thread's 16 queries, read while S^T computes
+#pragma unroll
+      for (int nb = 0; nb < 8; ++nb) {
+        const float2 v = *reinterpret_cast<const float2*>(&stat_l2[stage][nb * 8 + 2 * t]);
+        l2[nb][0] = v.x, l2[nb][1] = v.y;
+      }
+      wgmma_wait<1>();
+      if (masked) {
+        p_transposed<true>(st, l2, scale2, q0, key_row0, t, s.seq_k, causal, offset);
+      } else {
+        p_transposed<false>(st, l2, scale2, q0, key_row0, t, s.seq_k, causal, offset);
+      }
+      std::uint32_t pa[4][4], dsa[4][4];  // P^T and dS^T as A fragments: k16 step kk over queries 16 kk ..
+      a_fragments<T>(pa, st);
+      const std::uint64_t g_desc = wgmma_descriptor_sw128_mn(sGe, kQBox), q_desc = wgmma_descriptor_sw128_mn(sQe, kQBox);
+      wgmma_fence();
+      mma_rs_mn_b<T, D, 4>(dv, pa, g_desc);  // over the step's 64 queries: P^T's fragments, dO's tile
+      wgmma_commit();
+      wgmma_wait<1>();  // dP^T
+#pragma unroll
+      for (int nb = 0; nb < 8; ++nb) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const float dd = stat_d[stage][nb * 8 + 2 * t + c];
+#pragma unroll
+          for (int r = 0; r < 2; ++r) dpt[nb][2 * r + c] = st[nb][2 * r + c] * (dpt[nb][2 * r + c] - dd);
+        }
+      }
+      a_fragments<T>(dsa, dpt);
+      if constexpr (FusedDq) {
+        // dS^T(g) to its buffer (once both groups' dQ(g - 2) products have read it), then dQ's partial of the step
+        // before, dS(g - 1) K: a step late, so that the groups need not meet at the same point of every step (with a
+        // barrier on dS(g) they ran in lockstep: 9 % of the consumers' stall samples, ncu). The slack is less than a
+        // step: the ds_empty wait below needs the other group past its step g - 1's dQ product, which also makes the
+        // ds_full wait for dS(g - 1) pass at once (it is kept: it states the dependence; the epilogue's can block).
+        // Buffer g % 2 was last read by step g - 1's product (at g = 1 the dummy one of step 0, below).
+        if (g > 0) mbarrier_wait(&ds_empty[g % 2], ((g - 1) / 2) & 1);
+        store_ds_tile(sDS + ds_this, dsa, group * kGroupRows + 16 * warp + lane / 4, t);
+        fence_proxy_async_shared();
+        mbarrier_arrive(&ds_full[g % 2]);
+        wgmma_wait<0>();  // dV (done by now, as a rule): P^T's registers free before dQ's accumulators are live
+        // A tile's first step has no previous dS: it multiplies what buffer (g + 1) % 2 holds (the first tile: the
+        // zeros written at the start; later ones: the last tile's last dS) and its partial is dropped. The product is
+        // issued at every step all the same: one issued under a condition made ptxas serialise every wgmma.
+        if (g > 0) mbarrier_wait(&ds_full[(g - 1) % 2], ((g - 1) / 2) & 1);
+        issue_dq<T, D>(dq, sDS + ds_before, sK, grp);
+      } else {
+        wgmma_fence();
+      }
+      mma_rs_mn_b<T, D, 4>(dk, dsa, q_desc);  // dS^T's fragments, Q's tile
+      wgmma_commit();
+      if constexpr (FusedDq) {
+        wgmma_wait<1>();  // dQ(g - 1) (dK still running)
+        mbarrier_arrive(&ds_empty[(g + 1) % 2]);
+        if (e > 0) reduce_dq<D>(dq, sDQ + (2 * group + e % 2) * kDqStageBytes, &dq_map, prev_q0, prev_h, b, group, warp, lane);
+        prev_q0 = q0, prev_h = h;
+      }
+      if (++q_tile == first_tile + per_head) q_tile = first_tile, ++h;
+      wgmma_wait<0>();
+      // Every consumer thread releases the stage: each read the stage's L and D, which the producer's second warp
+      // rewrites after the release, and each thread's arrival orders its own reads. (With lane 0 alone arriving after
+      // a __syncwarp, racecheck still reported the reads against the rewrite, though it takes that pattern in the
+      // persistent forward.)
+      mbarrier_arrive(&q_empty[stage]);
+    }
+    if constexpr (FusedDq) {  // the last step's dQ partial (issued even without steps, on buffer (g + 1) % 2, as above)
+      float dq[8][4];
+      if (steps > 0) mbarrier_wait(&ds_full[(g - 1) % 2], ((g - 1) / 2) & 1);
+      issue_dq<T, D>(dq, sDS + ((g + 1) % 2) * kDsBytes, sK, group);
+      wgmma_wait<0>();
+      mbarrier_arrive(&kv_empty);  // (K's last read: the product above; V's: the last dP^T)
+      if (p.dq_ready_test_delay_ns != 0 && group == 1 && threadIdx.x % 128 == 0) hopper::sleep_ns(p.dq_ready_test_delay_ns);  // (tests only)
+      if (steps > 0) reduce_dq<D>(dq, sDQ + (2 * group + steps % 2) * kDqStageBytes, &dq_map, prev_q0, prev_h, b, group, warp, lane);
+      if (threadIdx.x % 128 == 0) {
+        bulk_wait_all();  // the reductions complete before the staging buffers are reused or the CTA's shared memory is released
+        // (dq_ready given) this group's partials are all in: dQ's conversion counts the groups of every key tile
+        if (p.dq_ready != nullptr) hopper::count_release_after_async_writes(p.dq_ready + static_cast<std::int64_t>(b) * s.heads_kv + hk);
+      }
+    } else {
+      mbarrier_arrive(&kv_empty);  // (the last step's wgmma_wait<0> above: K's and V's reads are done)
+    }
+    // dK = s dS^T Q, dV = P^T dO, rounded as the policy says (the gradients' Philox stream, logical [B, Hkv, Nk, D] index)
+    T* dk_out = static_cast<T*>(p.dk.data) + b * p.dk.batch + hk * p.dk.head;
+    T* dv_out = static_cast<T*>(p.dv.data) + b * p.dv.batch + hk * p.dv.head;
+    const std::uint64_t kv_row0 = (static_cast<std::uint64_t>(b) * s.heads_kv + hk) * s.seq_k;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int key = key_row0 + 8 * r;
+      if (key >= s.seq_k) continue;
+      const std::uint64_t index0 = (kv_row0 + key) * D;
+#pragma unroll
+      for (int nb = 0; nb < D / 8; ++nb) {
+        const int col = nb * 8 + 2 * t;
+        store_pair<T>(dk_out + key * p.dk.row + col, s.scale * dk[nb][2 * r], s.scale * dk[nb][2 * r + 1], p.rounding, p.grad_stream, index0 + col);
+        store_pair<T>(dv_out + key * p.dv.row + col, dv[nb][2 * r], dv[nb][2 * r + 1], p.rounding, p.grad_stream, index0 + col);
+      }
     }
   }
 }
@@ -538,7 +590,17 @@ void launch_backward(const BackwardParams& p, cudaStream_t stream) {
   if (s.heads_q > 65535 || s.batch > 65535) {
     throw std::runtime_error("cuda.fa3 backward: " + std::to_string(s.heads_q) + " heads and batch " + std::to_string(s.batch) + ": at most 65535 of each");
   }
-  const dim3 kv_grid((s.seq_k + kCtaRows - 1) / kCtaRows, s.heads_kv, s.batch);
+  // The key-tiled pass: a CTA per key tile of every kv head, or (persistent) a CTA per SM walking them
+  const long long tiles = static_cast<long long>((s.seq_k + kCtaRows - 1) / kCtaRows) * s.heads_kv * s.batch;
+  if (tiles > INT_MAX) throw std::runtime_error("cuda.fa3 backward: " + std::to_string(tiles) + " key tiles of 128: at most 2^31 - 1");
+  long long walkers = p.key_pass_ctas > 0 ? p.key_pass_ctas : tiles;
+  if (p.key_pass_ctas < 0) {
+    int device = 0, sms = 0;
+    check_launch_result(cudaGetDevice(&device), "cuda.fa3 backward");
+    check_launch_result(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cuda.fa3 backward");
+    walkers = sms;
+  }
+  const dim3 kv_grid(static_cast<unsigned>(std::min(tiles, walkers)));
   if (!p.deterministic) {  // fused: dQ's partials added into p.dq_accum by the key-tiled pass, then scaled and rounded
     constexpr std::size_t bytes = dk_dv_smem_bytes<T, D, true>();
     static_assert(bytes <= kSm90SharedBytesPerBlock, "cuda.fa3 backward: shared memory beyond sm_90's 227 KiB per block");

@@ -80,6 +80,11 @@ const GpuSubject kGpuSubjects[] = {
     {"fa3_bwd_two_pass", "cuda.fa3", {{"bwd", "two_pass"}}, cpu::make_cpu_fa3, {Op::bwd}, 0, 4},
     // (the fused backward with dQ converted after its pass rather than overlapped with it, the default: a quarter)
     {"fa3_dq_convert_after", "cuda.fa3", {{"dq_convert", "after"}}, cpu::make_cpu_fa3, {Op::bwd}, 0, 4},
+    // (the key-tiled pass walked by 3 CTAs, so that the harness's small shapes walk several tiles a CTA, and by a
+    // CTA per SM: a quarter each; Fa3Backward.KeyPassWalkers* checks the bits against a CTA per tile)
+    {"fa3_bwd_walk3", "cuda.fa3", {{"bwd_grid", "3"}}, cpu::make_cpu_fa3, {Op::bwd}, 0, 4},
+    {"fa3_bwd_two_pass_walk3", "cuda.fa3", {{"bwd", "two_pass"}, {"bwd_grid", "3"}}, cpu::make_cpu_fa3, {Op::bwd}, 0, 4},
+    {"fa3_bwd_persistent", "cuda.fa3", {{"bwd_grid", "persistent"}}, cpu::make_cpu_fa3, {Op::bwd}, 0, 4},
     {"fa3_one_group", "cuda.fa3", {{"schedule", "one_group"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     {"fa3_ws", "cuda.fa3", {{"schedule", "ws"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     {"fa3_ws_overlap", "cuda.fa3", {{"schedule", "ws_overlap"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
@@ -92,6 +97,8 @@ const GpuSubject kGpuSubjects[] = {
     {"fa4", "cuda.fa4", {}, cpu::make_cpu_fa4, {Op::fwd}, 0},
     {"fa4_emulated", "cuda.fa4", {{"exp2_fraction", "0.5"}}, cpu::make_cpu_fa4_emulated, {Op::fwd}, 0},
     {"fa4_persistent", "cuda.fa4", {{"scheduler", "persistent"}}, cpu::make_cpu_fa4, {Op::fwd}, 0, 4},
+    // (auto, the default above, is persistent under causal masks at d = 128: the grid there too)
+    {"fa4_grid", "cuda.fa4", {{"scheduler", "grid"}}, cpu::make_cpu_fa4, {Op::fwd}, 0, 4},
 };
 
 std::unique_ptr<Subject> cuda_subject(const GpuSubject& g) {

@@ -69,7 +69,7 @@ TEST(Fa4, PersistentSchedulerGivesTheGridsBits) {
   REQUIRE_HOPPER();
   auto grid = registered_subject("cuda.fa4"), persistent = registered_subject("cuda.fa4");
   ASSERT_TRUE(grid && persistent) << "cuda.fa4 is registered on Hopper";
-  persistent->set_option("scheduler", "persistent");
+  grid->set_option("scheduler", "grid"), persistent->set_option("scheduler", "persistent");
   int compared = 0;
   for (const char* policy : {"bf16", "fp16"}) {
     for (int d : {64, 128}) {
