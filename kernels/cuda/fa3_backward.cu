@@ -479,7 +479,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dq_kernel(const __grid_cons
   }
 
   setmaxnreg_inc<kConsumerRegisters>();
-  const int group = threadIdx.x / 128;
+  const int group = warp_uniform(static_cast<int>(threadIdx.x / 128));  // (on the uniform datapath: hopper::warp_uniform)
   const bool releaser = threadIdx.x % 32 == 0;
   const GroupThread th(cta.m_tile * kCtaRows + group * kGroupRows, threadIdx.x % 128);
   const unsigned char* sQg = sQ + group * Tl::kQBytes;
