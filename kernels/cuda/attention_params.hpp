@@ -75,10 +75,11 @@ struct BackwardParams {
   float* dq_accum = nullptr;   // workspace [B, Hq, Nq, d] fp32, 16-byte aligned: the dQ sum of fa2's fast mode, fa1 and fa3's fused backward
   // workspace [B, Hkv] (fa3's fused backward; optional): per kv head, how many of the key-tiled pass's consumer
   // warpgroups have finished adding their dQ partials. Given, dQ's conversion runs as a dependent launch that starts
-  // in the pass's last wave and converts each head once its count is full; nullptr: converted after the pass.
+  // once every CTA of the pass has (with a CTA per key tile: in its last wave) and converts each head once its count
+  // is full; nullptr: converted after the pass.
   std::uint32_t* dq_ready = nullptr;
-  // Tests only (fault injection): with dq_ready given, the second consumer warpgroup of every CTA of the pass sleeps
-  // this long before its last dQ reduction, so that a conversion which did not wait for every warpgroup's count
+  // Tests only (fault injection): with dq_ready given, the second consumer warpgroup sleeps this long before its last
+  // dQ reduction of every key tile, so that a conversion which did not wait for every warpgroup's count
   // would read an incomplete head (fa3_backward_test.cpp). 0 in every real call.
   std::uint32_t dq_ready_test_delay_ns = 0;
   bool deterministic = true;   // fa2: dQ by its own query-tiled pass (no atomics) rather than atomics

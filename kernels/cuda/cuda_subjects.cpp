@@ -372,13 +372,9 @@ class CudaFa3 final : public CudaAttentionSubject {
     if (name == "bwd_grid") {
       int ctas = value == "tiles" ? 0 : value == "persistent" ? -1 : -2;
       if (ctas == -2) {
-        std::size_t used = 0;
-        try {
-          ctas = std::stoi(value, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != value.size() || ctas < 1 || ctas > 1 << 20) {
+        const bool digits = !value.empty() && value.size() <= 7 && value.find_first_not_of("0123456789") == std::string::npos;
+        ctas = digits ? std::stoi(value) : 0;
+        if (ctas < 1 || ctas > 1 << 20) {
           throw SubjectError(info_.name + ": bwd_grid=" + value + ": tiles, persistent or a number of CTAs in [1, 2^20]");
         }
       }
@@ -513,8 +509,8 @@ class CudaFa4 final : public CudaAttentionSubject {
                       "L2-sized sections; auto: persistent under a causal mask at d = 128, else grid"}};
   }
 
-  // Where the persistent scheduler measured faster (H200, kernels/cuda/NOTES.md "The persistent forward's step"):
-  // causal masks at d = 128, + 3-6 % at N = 4k and 8k, even at 16k. Without a mask it is 1-4 % behind the grid, and at
+  // Where the persistent scheduler measured faster (H200, kernels/cuda/NOTES.md "The persistent forward's step", and
+  // "scheduler=auto"): causal masks at d = 128, + 3-6 % at N = 4k, + 3 % at 8k, even at 16k. Without a mask it is 1-4 % behind the grid, and at
   // d = 64 the grid runs three consumer groups where the persistent kernel keeps two.
   static bool persistent_by_default(const AttentionShapeParams& s) { return s.mask != CausalMask::none && s.head_dim == 128; }
 

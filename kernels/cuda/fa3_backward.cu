@@ -1,7 +1,7 @@
 // cuda.fa3's backward on Hopper's wgmma and TMA (kernels/cuda/NOTES.md, plan step 5; EQUATIONS.md section 2).
-// Both forms start with D = rowsum(dO o O) (fa2's delta kernel) and share the key-tiled pass: a CTA owns 128 keys
-// (two consumer warpgroups of 64) and walks every query tile of 64 rows of every query head of its kv group (GQA
-// summed in registers): S^T = K Q^T and dP^T = V dO^T by wgmma m64n64k16 from shared memory (all four K-major),
+// Both forms start with D = rowsum(dO o O) (fa2's delta kernel) and share the key-tiled pass: a key tile of 128 keys
+// (two consumer warpgroups of 64; a CTA per tile, or with bwd_grid fewer CTAs walking the tiles) walks every query
+// tile of 64 rows of every query head of its kv group (GQA summed in registers): S^T = K Q^T and dP^T = V dO^T by wgmma m64n64k16 from shared memory (all four K-major),
 // P^T = exp2(s S^T - L) and dS^T = P^T o (dP^T - D) in registers, both rounded to the storage format as A
 // fragments, then dV += P^T dO and dK += dS^T Q with dO's and Q's tiles as MN-major B operands (the forward's V form).
 //   - fused (p.deterministic false; FA3's default): the same pass adds dQ's partial dS K of every step into an
@@ -19,7 +19,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -179,8 +178,10 @@ __device__ inline KeyTile key_tile_at(int tile, int key_tiles, int heads_kv) {
 
 // The key-tiled pass. A CTA walks the tiles blockIdx.x, blockIdx.x + gridDim.x, ...: one each with a grid of one CTA
 // per tile; with a persistent grid (a CTA per SM, p.key_pass_ctas) each CTA walks about tiles / SMs, and the next tile's
-// K and V load while this tile's epilogue runs (the dQ reductions' completion, the dK and dV stores), its first Q and
-// dO tiles sooner, as the ring frees. Steps are counted over the CTA's whole walk (g below): the Q/dO ring's stages,
+// K and V load while this tile's epilogue runs (the dQ reductions' completion, the dK and dV stores; the producer
+// issues the next tile's Q and dO after that K/V load, not before). Measured (NOTES, version 12): no faster than a CTA
+// per tile without a mask, and slower under causal masks, where the static stride hands the long key tiles to the
+// same CTAs. Steps are counted over the CTA's whole walk (g below): the Q/dO ring's stages,
 // the dS^T buffers and their barriers' parities run on across tiles.
 template <class T, int D, bool FusedDq>
 __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
@@ -217,7 +218,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     for (int i = 0; i < 2; ++i) mbarrier_init(&ds_full[i], kConsumerThreads), mbarrier_init(&ds_empty[i], kConsumerThreads);
     mbarrier_init_fence();
   }
-  if constexpr (FusedDq) {  // buffer 1's zeros: the dS of "step -1" (below; later tiles find the last tile's dS there)
+  if constexpr (FusedDq) {  // buffer 1's zeros: the dS of "step -1" (below; a later tile's first step finds its CTA's last dS instead)
     for (unsigned i = 16 * threadIdx.x; i < kDsBytes; i += 16 * kWsThreads) *reinterpret_cast<uint4*>(sDS + kDsBytes + i) = make_uint4(0, 0, 0, 0);
     fence_proxy_async_shared();
   }
@@ -539,9 +540,11 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dq_kernel(const __grid_cons
 // --- dQ's conversion during the key-tiled pass (p.dq_ready given) ----------------------------------------------
 // A block converts dq_convert_kernel's rows once every consumer warpgroup of the kv heads they belong to has counted
 // in (`target`: kConsumers per key tile). Launched as the pass's programmatic dependent: its blocks are scheduled
-// once every CTA of the pass has started, so they take the SMs the pass's last wave leaves idle and convert the heads
-// finished by then, instead of a pass over dQ after the last CTA. Block order follows the order in which the pass
-// finishes heads (its grid is key tile, kv head, batch). The last block also waits for the pass to complete, so that this grid never completes
+// once every CTA of the pass has started, so with a CTA per key tile they take the SMs the pass's last wave leaves
+// idle and convert the heads finished by then, instead of a pass over dQ after the last CTA. (With walkers, bwd_grid:
+// a CTA per SM, they start as the walkers exit, nearly together, so the overlap shrinks to the walkers' spread; with
+// fewer walkers than SMs they poll on the idle SMs from the start.) Block order follows the order in which the pass
+// finishes heads (its tiles are numbered key tile, kv head, batch: key_tile_at). The last block also waits for the pass to complete, so that this grid never completes
 // before its prerequisite: work queued after it in the stream sees the whole backward done. (What keeps these blocks
 // off the pass's SMs is its register file: 384 threads at ptxas's 168 registers hold 64512 of the SM's 65536. Were
 // that to change, they would share an SM with a CTA of the pass and poll there: slower, not wrong.)
@@ -592,7 +595,8 @@ void launch_backward(const BackwardParams& p, cudaStream_t stream) {
   }
   // The key-tiled pass: a CTA per key tile of every kv head, or (persistent) a CTA per SM walking them
   const long long tiles = static_cast<long long>((s.seq_k + kCtaRows - 1) / kCtaRows) * s.heads_kv * s.batch;
-  if (tiles > INT_MAX) throw std::runtime_error("cuda.fa3 backward: " + std::to_string(tiles) + " key tiles of 128: at most 2^31 - 1");
+  // (at most 2^30: a walker's tile index, tile + gridDim.x, stays inside int)
+  if (tiles > (1 << 30)) throw std::runtime_error("cuda.fa3 backward: " + std::to_string(tiles) + " key tiles of 128: at most 2^30");
   long long walkers = p.key_pass_ctas > 0 ? p.key_pass_ctas : tiles;
   if (p.key_pass_ctas < 0) {
     int device = 0, sms = 0;

@@ -38,7 +38,7 @@ void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stre
 // and a query-tiled dQ pass (p.deterministic: two passes, no atomics); p.delta is the D workspace.
 void fa3_backward(const BackwardParams& p, cudaStream_t stream);
 // What each of p.dq_ready's counts reaches when the fused backward's key-tiled pass is done: one per consumer
-// warpgroup per key tile of 128 (every CTA counts in, those with no query to visit too). The overlapped conversion
+// warpgroup per key tile of 128 (every key tile counts in, those with no query to visit too). The overlapped conversion
 // waits for it.
 unsigned fa3_dq_ready_count(const AttentionShapeParams& s);
 

@@ -84,59 +84,66 @@ TEST(Fa3Backward, TheConversionWaitsForEveryWarpgroupsLastPartial) {
     int batch, heads_q, heads_kv, nq, nk;
     CausalMask mask;
   };
+  // (the last: 192 key tiles, more than the SMs, so the persistent walk takes two tiles on some CTAs)
   const Shape shapes[] = {{2, 8, 4, 300, 100, CausalMask::none},
                           {2, 4, 4, 200, 128, CausalMask::bottom_right},
                           {2, 4, 2, 100, 400, CausalMask::top_left},
-                          {1, 4, 4, 700, 700, CausalMask::none}};
+                          {1, 4, 4, 700, 700, CausalMask::none},
+                          {2, 96, 96, 130, 128, CausalMask::none}};
   const std::string who = "Fa3Backward";
   int compared = 0;
-  for (int d : {64, 128}) {
-    for (const Shape& sh : shapes) {
-      AttentionShapeParams s;
-      s.batch = sh.batch, s.heads_q = sh.heads_q, s.heads_kv = sh.heads_kv, s.seq_q = sh.nq, s.seq_k = sh.nk, s.head_dim = d;
-      s.mask = sh.mask, s.scale = static_cast<float>(1 / std::sqrt(static_cast<double>(d)));
-      const std::size_t nq = static_cast<std::size_t>(sh.batch) * sh.heads_q * sh.nq * d, nk = static_cast<std::size_t>(sh.batch) * sh.heads_kv * sh.nk * d;
-      const std::size_t rows = static_cast<std::size_t>(sh.batch) * sh.heads_q * sh.nq, heads_kv = static_cast<std::size_t>(sh.batch) * sh.heads_kv;
-      DeviceBuffer q(nq * 2, who, "Q"), k(nk * 2, who, "K"), v(nk * 2, who, "V"), o(nq * 2, who, "O"), g(nq * 2, who, "dO");
-      DeviceBuffer lse(rows * 4, who, "L"), delta(rows * 4, who, "D"), accum(nq * 4, who, "dQ's accumulator"), ready(heads_kv * 4, who, "counts");
-      DeviceBuffer dq_after(nq * 2, who, "dQ after"), dq_overlapped(nq * 2, who, "dQ overlapped"), dk(nk * 2, who, "dK"), dv(nk * 2, who, "dV");
-      const std::uint64_t seed = static_cast<std::uint64_t>(d * 1000 + sh.nk);
-      fill_normal(q.get(), nq, StorageType::bf16, seed, 1), fill_normal(k.get(), nk, StorageType::bf16, seed, 2);
-      fill_normal(v.get(), nk, StorageType::bf16, seed, 3), fill_normal(g.get(), nq, StorageType::bf16, seed, 4);
-      const auto in = [&](const DeviceBuffer& b, int heads, int n) {
-        return Strided{b.get(), static_cast<std::int64_t>(heads) * n * d, static_cast<std::int64_t>(n) * d, d};
-      };
-      const auto out = [&](const DeviceBuffer& b, int heads, int n) {
-        return StridedOut{b.get(), static_cast<std::int64_t>(heads) * n * d, static_cast<std::int64_t>(n) * d, d};
-      };
-      ForwardParams f;
-      f.shape = s, f.type = StorageType::bf16, f.q = in(q, sh.heads_q, sh.nq), f.k = in(k, sh.heads_kv, sh.nk), f.v = in(v, sh.heads_kv, sh.nk);
-      f.o = out(o, sh.heads_q, sh.nq), f.lse = static_cast<float*>(lse.get());
-      fa3_forward(f, Fa3Schedule::automatic, nullptr);
-      BackwardParams b;
-      b.shape = s, b.type = StorageType::bf16, b.q = f.q, b.k = f.k, b.v = f.v, b.o = in(o, sh.heads_q, sh.nq), b.dout = in(g, sh.heads_q, sh.nq);
-      b.lse = static_cast<const float*>(lse.get()), b.delta = static_cast<float*>(delta.get()), b.dq_accum = static_cast<float*>(accum.get());
-      b.dk = out(dk, sh.heads_kv, sh.nk), b.dv = out(dv, sh.heads_kv, sh.nk), b.deterministic = false;
-      b.dq = out(dq_after, sh.heads_q, sh.nq);
-      fa3_backward(b, nullptr);
-      b.dq = out(dq_overlapped, sh.heads_q, sh.nq), b.dq_ready = static_cast<std::uint32_t*>(ready.get()), b.dq_ready_test_delay_ns = 200000;
-      fa3_backward(b, nullptr);
-      check_cuda(cudaDeviceSynchronize(), who, "the backwards");
-      std::vector<std::uint16_t> after(nq), overlapped(nq);
-      std::vector<std::uint32_t> counts(heads_kv);
-      check_cuda(cudaMemcpy(after.data(), dq_after.get(), nq * 2, cudaMemcpyDeviceToHost), who, "dQ after");
-      check_cuda(cudaMemcpy(overlapped.data(), dq_overlapped.get(), nq * 2, cudaMemcpyDeviceToHost), who, "dQ overlapped");
-      check_cuda(cudaMemcpy(counts.data(), ready.get(), heads_kv * 4, cudaMemcpyDeviceToHost), who, "counts");
-      const std::string what = "d " + std::to_string(d) + ", B " + std::to_string(sh.batch) + ", Hq " + std::to_string(sh.heads_q) + ", Hkv " +
-                               std::to_string(sh.heads_kv) + ", Nq " + std::to_string(sh.nq) + ", Nk " + std::to_string(sh.nk);
-      const unsigned tiles = static_cast<unsigned>((sh.nk + 127) / 128);
-      EXPECT_EQ(fa3_dq_ready_count(s), 2 * tiles) << what;
-      for (std::size_t i = 0; i < heads_kv; ++i) EXPECT_EQ(counts[i], 2 * tiles) << "kv head " << i << ": " << what;
-      if (sh.nk <= 128) {
-        std::size_t differing = 0;
-        for (std::size_t i = 0; i < nq; ++i) differing += after[i] != overlapped[i];
-        EXPECT_EQ(differing, 0u) << "dQ entries differing: " << what;
-        ++compared;
+  // The overlapped pass with a CTA per key tile, 3 walkers and a CTA per SM (key_pass_ctas 0, 3, -1): with walkers the
+  // delay falls after a group's K/V release, while the other group may already run the CTA's next tile.
+  for (int walkers : {0, 3, -1}) {
+    for (int d : {64, 128}) {
+      for (const Shape& sh : shapes) {
+        AttentionShapeParams s;
+        s.batch = sh.batch, s.heads_q = sh.heads_q, s.heads_kv = sh.heads_kv, s.seq_q = sh.nq, s.seq_k = sh.nk, s.head_dim = d;
+        s.mask = sh.mask, s.scale = static_cast<float>(1 / std::sqrt(static_cast<double>(d)));
+        const std::size_t nq = static_cast<std::size_t>(sh.batch) * sh.heads_q * sh.nq * d, nk = static_cast<std::size_t>(sh.batch) * sh.heads_kv * sh.nk * d;
+        const std::size_t rows = static_cast<std::size_t>(sh.batch) * sh.heads_q * sh.nq, heads_kv = static_cast<std::size_t>(sh.batch) * sh.heads_kv;
+        DeviceBuffer q(nq * 2, who, "Q"), k(nk * 2, who, "K"), v(nk * 2, who, "V"), o(nq * 2, who, "O"), g(nq * 2, who, "dO");
+        DeviceBuffer lse(rows * 4, who, "L"), delta(rows * 4, who, "D"), accum(nq * 4, who, "dQ's accumulator"), ready(heads_kv * 4, who, "counts");
+        DeviceBuffer dq_after(nq * 2, who, "dQ after"), dq_overlapped(nq * 2, who, "dQ overlapped"), dk(nk * 2, who, "dK"), dv(nk * 2, who, "dV");
+        const std::uint64_t seed = static_cast<std::uint64_t>(d * 1000 + sh.nk);
+        fill_normal(q.get(), nq, StorageType::bf16, seed, 1), fill_normal(k.get(), nk, StorageType::bf16, seed, 2);
+        fill_normal(v.get(), nk, StorageType::bf16, seed, 3), fill_normal(g.get(), nq, StorageType::bf16, seed, 4);
+        const auto in = [&](const DeviceBuffer& b, int heads, int n) {
+          return Strided{b.get(), static_cast<std::int64_t>(heads) * n * d, static_cast<std::int64_t>(n) * d, d};
+        };
+        const auto out = [&](const DeviceBuffer& b, int heads, int n) {
+          return StridedOut{b.get(), static_cast<std::int64_t>(heads) * n * d, static_cast<std::int64_t>(n) * d, d};
+        };
+        ForwardParams f;
+        f.shape = s, f.type = StorageType::bf16, f.q = in(q, sh.heads_q, sh.nq), f.k = in(k, sh.heads_kv, sh.nk), f.v = in(v, sh.heads_kv, sh.nk);
+        f.o = out(o, sh.heads_q, sh.nq), f.lse = static_cast<float*>(lse.get());
+        fa3_forward(f, Fa3Schedule::automatic, nullptr);
+        BackwardParams b;
+        b.shape = s, b.type = StorageType::bf16, b.q = f.q, b.k = f.k, b.v = f.v, b.o = in(o, sh.heads_q, sh.nq), b.dout = in(g, sh.heads_q, sh.nq);
+        b.lse = static_cast<const float*>(lse.get()), b.delta = static_cast<float*>(delta.get()), b.dq_accum = static_cast<float*>(accum.get());
+        b.dk = out(dk, sh.heads_kv, sh.nk), b.dv = out(dv, sh.heads_kv, sh.nk), b.deterministic = false;
+        b.dq = out(dq_after, sh.heads_q, sh.nq);
+        fa3_backward(b, nullptr);
+        b.dq = out(dq_overlapped, sh.heads_q, sh.nq), b.dq_ready = static_cast<std::uint32_t*>(ready.get()), b.dq_ready_test_delay_ns = 200000;
+        b.key_pass_ctas = walkers;
+        fa3_backward(b, nullptr);
+        check_cuda(cudaDeviceSynchronize(), who, "the backwards");
+        std::vector<std::uint16_t> after(nq), overlapped(nq);
+        std::vector<std::uint32_t> counts(heads_kv);
+        check_cuda(cudaMemcpy(after.data(), dq_after.get(), nq * 2, cudaMemcpyDeviceToHost), who, "dQ after");
+        check_cuda(cudaMemcpy(overlapped.data(), dq_overlapped.get(), nq * 2, cudaMemcpyDeviceToHost), who, "dQ overlapped");
+        check_cuda(cudaMemcpy(counts.data(), ready.get(), heads_kv * 4, cudaMemcpyDeviceToHost), who, "counts");
+        const std::string what = "key_pass_ctas " + std::to_string(walkers) + ", d " + std::to_string(d) + ", B " + std::to_string(sh.batch) + ", Hq " + std::to_string(sh.heads_q) + ", Hkv " +
+                                 std::to_string(sh.heads_kv) + ", Nq " + std::to_string(sh.nq) + ", Nk " + std::to_string(sh.nk);
+        const unsigned tiles = static_cast<unsigned>((sh.nk + 127) / 128);
+        EXPECT_EQ(fa3_dq_ready_count(s), 2 * tiles) << what;
+        for (std::size_t i = 0; i < heads_kv; ++i) EXPECT_EQ(counts[i], 2 * tiles) << "kv head " << i << ": " << what;
+        if (sh.nk <= 128) {
+          std::size_t differing = 0;
+          for (std::size_t i = 0; i < nq; ++i) differing += after[i] != overlapped[i];
+          EXPECT_EQ(differing, 0u) << "dQ entries differing: " << what;
+          ++compared;
+        }
       }
     }
   }
@@ -147,15 +154,19 @@ TEST(Fa3Backward, TheConversionWaitsForEveryWarpgroupsLastPartial) {
 // a CTA per tile: each tile's arithmetic is the same, only the CTA that runs it changes, and the steps' ring stages,
 // dS^T buffers and barrier parities run on across a CTA's tiles (fa3_backward.cu). dK and dV are sums in registers,
 // so bit for bit at every shape; dQ too wherever its fp32 sum is deterministic (Nk <= 128: one key tile per kv head,
-// the file's comment above) and with bwd=two_pass everywhere. Walkers 1, 3 and a CTA per SM on shapes of 3 to 64
-// tiles: a CTA walks up to 64 tiles, with tiles of zero steps (top-left causal, Nq < Nk) among them, and tiles of
-// one step after tiles of many (the ring's parity carried across tiles). The policy alternates from case to case.
+// the file's comment above) and with bwd=two_pass everywhere. Walkers 1, 3 and a CTA per SM on shapes of 3 to 256
+// tiles: a CTA walks up to 256 tiles, with tiles of zero steps (top-left causal, Nq < Nk) among them, and tiles of an
+// odd number of steps (the ring's stage and dS^T's buffer carried across tiles). The policy alternates from case to case.
 TEST(Fa3Backward, KeyPassWalkersGiveTheBitsOfACtaPerTile) {
   REQUIRE_HOPPER();
   struct Shape {
     int batch, heads_q, heads_kv, nq, nk;
   };
-  const Shape shapes[] = {{4, 16, 16, 100, 128}, {3, 8, 2, 300, 1000}, {1, 4, 4, 70, 600}, {1, 2, 1, 1100, 257}};
+  // (steps per tile, none / causal top-left: 2 / 2; 20 / 0-20; 4 / 0-4; 36 / 28-36; 3, 3, 3 / 3, 1, 0; 3 / 3; 9 / 9;
+  // 1 / 1 on 256 tiles, more than the SMs, so the persistent walk takes two tiles on some CTAs. Odd counts start the
+  // next tile on the other stage and dS^T buffer.)
+  const Shape shapes[] = {{4, 16, 16, 100, 128}, {3, 8, 2, 300, 1000}, {1, 4, 4, 70, 600}, {1, 2, 1, 1100, 257},
+                          {2, 3, 3, 130, 384},   {5, 6, 6, 130, 128},  {4, 12, 4, 130, 100}, {8, 32, 32, 64, 128}};
   const char* policies[] = {"bf16", "fp16,round=sr,seed=5", "fp16", "bf16,round=sr,seed=7"};
   int compared = 0;
   for (const char* form : {"fused", "two_pass"}) {
@@ -197,7 +208,7 @@ TEST(Fa3Backward, KeyPassWalkersAreAnOptionWithItsRange) {
   REQUIRE_HOPPER();
   auto s = testing::registered_subject("cuda.fa3");
   ASSERT_TRUE(s);
-  for (const char* bad : {"0", "-1", "two", "3x", "", "2000000"}) EXPECT_THROW(s->set_option("bwd_grid", bad), SubjectError) << bad;
+  for (const char* bad : {"0", "-1", "two", "3x", "", " 3", "+3", "2000000", "99999999999"}) EXPECT_THROW(s->set_option("bwd_grid", bad), SubjectError) << bad;
   for (const char* good : {"tiles", "persistent", "1", "132"}) EXPECT_NO_THROW(s->set_option("bwd_grid", good)) << good;
 }
 
