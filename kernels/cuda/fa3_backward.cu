@@ -1,8 +1,8 @@
 // cuda.fa3's backward on Hopper's wgmma and TMA (kernels/cuda/NOTES.md, plan step 5; EQUATIONS.md section 2).
 // Both forms start with D = rowsum(dO o O) (fa2's delta kernel) and share the key-tiled pass: a key tile of 128 keys
 // (two consumer warpgroups of 64; a CTA per tile, or with bwd_grid fewer CTAs walking the tiles) walks every query
-// tile of 64 rows of every query head of its kv group (GQA summed in registers): S^T = K Q^T and dP^T = V dO^T by wgmma m64n64k16 from shared memory (all four K-major),
-// P^T = exp2(s S^T - L) and dS^T = P^T o (dP^T - D) in registers, both rounded to the storage format as A
+// tile of 64 rows of every query head of its kv group (GQA summed in registers): S^T = K Q^T and dP^T = V dO^T by
+// wgmma m64n64k16 from shared memory (all four K-major), P^T = exp2(s S^T - L) and dS^T = P^T o (dP^T - D) in registers, both rounded to the storage format as A
 // fragments, then dV += P^T dO and dK += dS^T Q with dO's and Q's tiles as MN-major B operands (the forward's V form).
 //   - fused (p.deterministic false; FA3's default): the same pass adds dQ's partial dS K of every step into an
 //     fp32 accumulator by TMA reductions (dS through shared memory, below), then a kernel scales and rounds it.
@@ -177,12 +177,12 @@ __device__ inline KeyTile key_tile_at(int tile, int key_tiles, int heads_kv) {
 }
 
 // The key-tiled pass. A CTA walks the tiles blockIdx.x, blockIdx.x + gridDim.x, ...: one each with a grid of one CTA
-// per tile; with a persistent grid (a CTA per SM, p.key_pass_ctas) each CTA walks about tiles / SMs, and the next tile's
-// K and V load while this tile's epilogue runs (the dQ reductions' completion, the dK and dV stores; the producer
-// issues the next tile's Q and dO after that K/V load, not before). Measured (NOTES, version 12): no faster than a CTA
-// per tile without a mask, and slower under causal masks, where the static stride hands the long key tiles to the
-// same CTAs. Steps are counted over the CTA's whole walk (g below): the Q/dO ring's stages,
-// the dS^T buffers and their barriers' parities run on across tiles.
+// per tile; with a persistent grid (a CTA per SM, p.key_pass_ctas) each CTA walks about tiles / SMs, and the next
+// tile's K and V load while this tile's epilogue runs (the dQ reductions' completion, the dK and dV stores; the
+// producer issues the next tile's Q and dO after that K/V load, not before). Measured (NOTES, version 12): no faster
+// than a CTA per tile without a mask, and slower under causal masks, where the static stride hands the long key tiles
+// to the same CTAs. Steps are counted over the CTA's whole walk (g below): the Q/dO ring's stages, the dS^T buffers
+// and their barriers' parities run on across tiles.
 template <class T, int D, bool FusedDq>
 __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                                                                   const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap dout_map,
