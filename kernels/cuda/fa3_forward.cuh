@@ -8,9 +8,11 @@
 //   - E4m3Ops<Out, D> (fa3_fp8_kernels.cu): e4m3 Q, K and V^T with a power-of-two scale per block of 128
 //     rows; S by m64n128k32 (QGMMA), P rounded to e4m3, V^T K-major (cuda.fa3.fp8).
 // An Operands class provides: Out (O's storage type), kQBytes / kKBytes / kVBytes (one warpgroup's Q, one K
-// and one V tile in shared memory), kPaSteps (P's A fragments: k steps over a tile's 128 keys), kBlockScales
-// (per-block exponents apply; then kQBlockRows, Q's rows per exponent, a multiple of a group's 64), and the
-// device functions load_q / load_k / load_v (TMA), qk (S = Q K^T), pack (P into A fragments) and pv (O += P V).
+// and one V tile in shared memory), PFragments (what holds a group's P between pack and pv: A fragments in
+// registers, k steps over a tile's keys) and kPBytes (a group's P tile in shared memory instead, when P V reads its A
+// operand from there; 0 otherwise), kBlockScales (per-block exponents apply; then kQBlockRows, Q's rows per
+// exponent, a multiple of a group's 64), and the device functions load_q / load_k / load_v (TMA), qk (S = Q K^T),
+// pack (P into its fragments, or into the group's tile sP) and pv (O += P V).
 #pragma once
 
 #include <cuda.h>
@@ -306,6 +308,8 @@ struct Wide16Ops {
   static constexpr int kD = D;
   static constexpr int kBlockN = BlockN;
   static constexpr int kPaSteps = BlockN / 16;  // k16 steps over a tile's keys
+  using PFragments = std::uint32_t[kPaSteps][4];
+  static constexpr unsigned kPBytes = 0;  // (P stays in registers)
   static constexpr unsigned kQBytes = Tiles<T, D>::kQBytes, kKBytes = Tiles<T, D>::kHalves * kv_box_bytes<BlockN>, kVBytes = kKBytes;
   static constexpr bool kBlockScales = false;
   // Q's rows row0 .. row0 + 63 of head h; K's and V's keys key0 .. key0 + BlockN - 1 of kv head hk: D / 64 boxes each.
@@ -317,8 +321,8 @@ struct Wide16Ops {
   }
   __device__ static void load_v(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) { load_k(dst, map, bar, key0, hk, b); }
   __device__ static void qk(float (&sc)[BlockN / 8][4], const unsigned char* sQ, const unsigned char* sK) { issue_qk<T, D, BlockN>(sc, sQ, sK); }
-  __device__ static void pack(std::uint32_t (&pa)[kPaSteps][4], const float (&sc)[BlockN / 8][4]) { a_fragments<T>(pa, sc); }
-  __device__ static void pv(float (&o)[D / 8][4], const std::uint32_t (&pa)[kPaSteps][4], const unsigned char* sV) { issue_pv<T, D, BlockN>(o, pa, sV); }
+  __device__ static void pack(PFragments& pa, const float (&sc)[BlockN / 8][4], unsigned char* /*sP*/) { a_fragments<T>(pa, sc); }
+  __device__ static void pv(float (&o)[D / 8][4], const PFragments& pa, const unsigned char* /*sP*/, const unsigned char* sV) { issue_pv<T, D, BlockN>(o, pa, sV); }
 };
 
 // Per-block power-of-two exponents of FP8 operands (E4m3Ops): Q's of each block of 128 rows ([B, Hq, q_blocks]),
@@ -400,7 +404,7 @@ struct ClockTimeline {
 
 template <class Ops, int Stages, bool Persistent, int Groups = 2>
 constexpr std::size_t ws_smem_bytes() {
-  return (Persistent ? 2 : 1) * Groups * Ops::kQBytes + Stages * (Ops::kKBytes + Ops::kVBytes) + 1024;
+  return (Persistent ? 2 : 1) * Groups * Ops::kQBytes + Stages * (Ops::kKBytes + Ops::kVBytes) + Groups * Ops::kPBytes + 1024;
 }
 
 template <class Ops, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule, bool Persistent = false, int Groups = 2, class Timeline = NoTimeline>
@@ -409,6 +413,9 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
                                                                                       const WorkTiles work, const BlockExponents ex, const Timeline timeline) {
   static_assert(!PingPong || Overlap, "the turns cover the pair of products a step issues together");
   static_assert(!Ops::kBlockScales || Overlap, "block exponents are applied by the overlapped schedule");
+  // (P in shared memory: a group's turn barrier, which all its threads sync on after pack, orders their P stores before
+  // the P V that reads them; the tile is rewritten only after that P V is complete)
+  static_assert(Ops::kPBytes == 0 || PingPong, "P in shared memory is handed to P V by the turns");
   constexpr int D = Ops::kD, BlockN = Ops::kBlockN;
   using L = WsLayout<Groups>;
   constexpr int kGroups = L::kGroups, kGroupThreads = L::kConsumerThreads, kRows = L::kCtaRows;
@@ -417,6 +424,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   unsigned char* sQ = aligned_smem(smem_raw);  // buffer q, group g's boxes at + (q kGroups + g) kQBytes
   unsigned char* sK = sQ + kQBuffers * kGroups * Ops::kQBytes;
   unsigned char* sV = sK + Stages * Ops::kKBytes;
+  unsigned char* sP = sV + Stages * Ops::kVBytes;  // group g's P tile at + g kPBytes (Ops::kPBytes > 0)
   __shared__ alignas(8) std::uint64_t q_full[kQBuffers], q_empty[kQBuffers], k_full[Stages], v_full[Stages], k_empty[Stages], v_empty[Stages];
   __shared__ int tile_of_buffer[kQBuffers];  // (persistent: the tile whose Q the buffer holds; >= tiles: no more)
 
@@ -481,6 +489,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   const float scale2 = s.scale * kLog2e;
   const auto k_tile = [&](int e) { return sK + (e % Stages) * Ops::kKBytes; };
   const auto v_tile = [&](int e) { return sV + (e % Stages) * Ops::kVBytes; };
+  unsigned char* const sPg = sP + group * Ops::kPBytes;
   // Turns (PingPong), in a ring: group g issues its products after a sync on its own barrier and arrives on
   // the next group's after. The last group arrives once first (group 0 goes first) and after every turn;
   // group 0 syncs once more at the end, so every arrival is matched whatever the number of turns.
@@ -529,10 +538,10 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         float alpha[2];
         softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2);
         rescale(o, alpha);
-        std::uint32_t pa[Ops::kPaSteps][4];
-        Ops::pack(pa, sc);
+        typename Ops::PFragments pa;
+        Ops::pack(pa, sc, sPg);
         mbarrier_wait(&v_full[e % Stages], parity(e));
-        Ops::pv(o, pa, v_tile(e));
+        Ops::pv(o, pa, sPg, v_tile(e));
         wgmma_wait<0>();
         if (releaser) mbarrier_arrive(&v_empty[e % Stages]);
       }
@@ -541,7 +550,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
       // runs; once that is complete, O is rescaled by alpha_{j+1} and P_{j+1} packed into pa. Across steps only O
       // and pa live (as in FA3); S lives within a step. The last tile is a step of its own, with no next product
       // (a product issued under a condition makes ptxas serialise every wgmma: C7514).
-      std::uint32_t pa[Ops::kPaSteps][4];
+      typename Ops::PFragments pa;
       if (n_tiles > 0) {
         float sc[BlockN / 8][4];
         mbarrier_wait(&k_full[kv % Stages], parity(kv));
@@ -551,7 +560,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         float alpha[2];
         softmax_tile<Rule>(sc, st, alpha, 0, th, s, scale2_of(0));  // (O is still 0: alpha is not needed)
         if constexpr (Ops::kBlockScales) o_exp = v_exps[0];
-        Ops::pack(pa, sc);
+        Ops::pack(pa, sc, sPg);
       }
       for (int j = 0; j + 1 < n_tiles; ++j) {
         // (persistent: the ring position and Q's buffer through warp_uniform inside the step; without it ptxas hoisted
@@ -566,7 +575,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         mbarrier_wait(&k_full[(e + 1) % Stages], parity(e + 1));
         Ops::qk(sc, sQs, k_tile(e + 1));
         mbarrier_wait(&v_full[e % Stages], parity(e));
-        Ops::pv(o, pa, v_tile(e));
+        Ops::pv(o, pa, sPg, v_tile(e));
         if (PingPong) named_barrier_arrive(other_turn, kTurnThreads);
         timeline.mark(group, j, kIssued);
         wgmma_wait<1>();  // S_{j+1} (committed first) is complete; O's product may still run
@@ -584,14 +593,14 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         timeline.mark(group, j, kPvDone);
         if (releaser) mbarrier_arrive(&v_empty[e % Stages]);
         rescale(o, alpha);
-        Ops::pack(pa, sc);
+        Ops::pack(pa, sc, sPg);
         timeline.mark(group, j, kPacked);
       }
       if (n_tiles > 0) {
         const int e = kv + n_tiles - 1;
         if (PingPong) named_barrier_sync(my_turn, kTurnThreads);
         mbarrier_wait(&v_full[e % Stages], parity(e));
-        Ops::pv(o, pa, v_tile(e));
+        Ops::pv(o, pa, sPg, v_tile(e));
         if (PingPong) named_barrier_arrive(other_turn, kTurnThreads);
         wgmma_wait<0>();
         if (releaser) mbarrier_arrive(&v_empty[e % Stages]);

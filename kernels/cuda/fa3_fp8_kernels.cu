@@ -53,10 +53,15 @@ __device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
 // The Operands of fa3_forward_ws_kernel for e4m3 Q, K and V^T; O stored as Out (bf16 or fp16). Key tiles of
 // BlockN: 128, or FA3's FP8 tile at d = 128, 224 (block_k; a step's products are half of bf16's, so a longer tile
 // spreads the step's fixed costs over more keys). K and V carry one block exponent per key tile.
-template <class Out_, int D, int BlockN = fa3::kBlockN>
+// PShared: P goes to a 64 x 128-byte tile of the group's in shared memory (the 128-byte swizzle, K-major, its bytes in
+// the A fragments' order, so V^T's key order is unchanged) and P V reads it from there (QGMMA SS), FA3's
+// Mma1_is_RS = false. P then holds no registers across the next S's product, which is what lets three consumer
+// groups of 160 registers run at d = 128 (O 64 + S 64; with P's 16 in registers too ptxas serialised every wgmma).
+template <class Out_, int D, int BlockN = fa3::kBlockN, bool PShared = false>
 struct E4m3Ops {
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
   static_assert(BlockN == 128 || (BlockN == 224 && D == 128), "fp8_key_tile_supported's tiles");
+  static_assert(!PShared || (BlockN == 128 && D == 128), "P in shared memory: rows of 128 keys (one 128-byte swizzle span), P V by m64n128k32");
   static constexpr int kBlockN = BlockN;  // keys per tile: one block exponent each
   // (the kernel indexes K's and V's exponents by its key tile, and Q's by a group's first row: a group's 64
   // rows lie in one block)
@@ -65,6 +70,9 @@ struct E4m3Ops {
   using Out = Out_;
   static constexpr int kD = D;
   static constexpr int kPaSteps = BlockN / 32;  // k32 steps over a tile's keys
+  struct NoFragments {};
+  using PFragments = std::conditional_t<PShared, NoFragments, std::uint32_t[kPaSteps][4]>;
+  static constexpr unsigned kPBytes = PShared ? kGroupRows * BlockN : 0;
   // V^T's tile in boxes of 128 keys (128-byte rows, the 128-byte swizzle): one, or two for 224 keys, whose second
   // box's last 32 keys go unread (a TMA box must not be wider than its swizzle, and 224 is no multiple of 64 or 128).
   static constexpr int kVtBoxes = (BlockN + 127) / 128;
@@ -93,27 +101,50 @@ struct E4m3Ops {
     wgmma_commit();
   }
   // k32 step kk covers S's n8 blocks 4 kk .. 4 kk + 3: a[0] = row g's pairs of blocks 0 and 1, a[1] row g + 8's,
-  // a[2] and a[3] the same of blocks 2 and 3 (hence V^T's key order, fp8_key_of_slot).
-  __device__ static void pack(std::uint32_t (&pa)[kPaSteps][4], const float (&sc)[BlockN / 8][4]) {
+  // a[2] and a[3] the same of blocks 2 and 3 (hence V^T's key order, fp8_key_of_slot). PShared: the same four words
+  // go to the group's tile, word i of step kk at row g (+ 8 for a[1], a[3]), byte 32 kk + 4 t (+ 16 for a[2], a[3]):
+  // the tile's bytes are the fragments' slots, so its columns are V^T's. Under the 128-byte swizzle a warp's store
+  // of one word covers 8 rows x 4 words in 32 different banks.
+  __device__ static void pack(PFragments& pa, const float (&sc)[BlockN / 8][4], unsigned char* sP) {
+    if constexpr (PShared) {
+      const int lane = threadIdx.x % 32, row = 16 * ((threadIdx.x % 128) / 32) + lane / 4, t = lane % 4;
 #pragma unroll
-    for (int kk = 0; kk < kPaSteps; ++kk) {
-      const float(&b0)[4] = sc[4 * kk];
-      const float(&b1)[4] = sc[4 * kk + 1];
-      const float(&b2)[4] = sc[4 * kk + 2];
-      const float(&b3)[4] = sc[4 * kk + 3];
-      pa[kk][0] = e4m3x4(b0[0], b0[1], b1[0], b1[1]);
-      pa[kk][1] = e4m3x4(b0[2], b0[3], b1[2], b1[3]);
-      pa[kk][2] = e4m3x4(b2[0], b2[1], b3[0], b3[1]);
-      pa[kk][3] = e4m3x4(b2[2], b2[3], b3[2], b3[3]);
+      for (int kk = 0; kk < kPaSteps; ++kk) {
+        const std::uint32_t words[4] = {e4m3x4(sc[4 * kk][0], sc[4 * kk][1], sc[4 * kk + 1][0], sc[4 * kk + 1][1]),
+                                        e4m3x4(sc[4 * kk][2], sc[4 * kk][3], sc[4 * kk + 1][2], sc[4 * kk + 1][3]),
+                                        e4m3x4(sc[4 * kk + 2][0], sc[4 * kk + 2][1], sc[4 * kk + 3][0], sc[4 * kk + 3][1]),
+                                        e4m3x4(sc[4 * kk + 2][2], sc[4 * kk + 2][3], sc[4 * kk + 3][2], sc[4 * kk + 3][3])};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int r = row + 8 * (i % 2), chunk = 2 * kk + i / 2;  // (the 16-byte chunk of the row before the swizzle)
+          const std::uint32_t address = smem_address(sP + r * 128 + ((chunk ^ (r % 8)) * 16) + 4 * t);
+          asm volatile("st.shared.b32 [%0], %1;" ::"r"(address), "r"(words[i]) : "memory");
+        }
+      }
+      fence_proxy_async_shared();  // (this thread's stores before P V's async-proxy reads)
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < kPaSteps; ++kk) {
+        const float(&b0)[4] = sc[4 * kk];
+        const float(&b1)[4] = sc[4 * kk + 1];
+        const float(&b2)[4] = sc[4 * kk + 2];
+        const float(&b3)[4] = sc[4 * kk + 3];
+        pa[kk][0] = e4m3x4(b0[0], b0[1], b1[0], b1[1]);
+        pa[kk][1] = e4m3x4(b0[2], b0[3], b1[2], b1[3]);
+        pa[kk][2] = e4m3x4(b2[0], b2[1], b3[0], b3[1]);
+        pa[kk][3] = e4m3x4(b2[2], b2[3], b3[2], b3[3]);
+      }
     }
   }
-  __device__ static void pv(float (&o)[D / 8][4], const std::uint32_t (&pa)[kPaSteps][4], const unsigned char* sVt) {
+  __device__ static void pv(float (&o)[D / 8][4], const PFragments& pa, const unsigned char* sP, const unsigned char* sVt) {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kPaSteps; ++kk) {
       // (d rows of 128 keys (128 bytes) per box; k32 step kk in box kk / 4)
       const std::uint64_t b = wgmma_descriptor_advance(wgmma_descriptor_sw128(sVt + (kk / 4) * kVtBoxBytes), kk % 4);
-      if constexpr (D == 128) {
+      if constexpr (PShared) {
+        wgmma_m64n128k32_e4m3_ss(reinterpret_cast<float(&)[64]>(o), wgmma_descriptor_advance(wgmma_descriptor_sw128(sP), kk), b, 1);
+      } else if constexpr (D == 128) {
         wgmma_m64n128k32_e4m3_rs(reinterpret_cast<float(&)[64]>(o), pa[kk], b, 1);
       } else {
         wgmma_m64n64k32_e4m3_rs(reinterpret_cast<float(&)[32]>(o), pa[kk], b, 1);
@@ -219,18 +250,24 @@ void require_grid(int heads, int batch, const char* what) {
 // --- the forward ---------------------------------------------------------------------------------------------
 // (A 3-stage ring measured 1-3 % slower than 2 stages at d = 128, N = 4k and 16k, H200, 163e754: the FP8 tiles
 // arrive in time with two.)
-// kForwardGroups<D> consumer warpgroups (three at d = 64). The layout changes when rows are computed, not how:
-// the same bits.
-template <class Out, int D, int BlockN = kBlockN>
+// Groups consumer warpgroups: kForwardGroups<D> (three at d = 64) with P in registers, or three at d = 128 with P in
+// shared memory (PShared). The layout changes when rows are computed, not how: the same bits.
+template <class Out, int D, int BlockN = kBlockN, bool PShared = false, int Groups = kForwardGroups<D>>
 void launch_fp8(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& vt, const ForwardParams& p, const BlockExponents& ex, cudaStream_t stream) {
-  using Ops = E4m3Ops<Out, D, BlockN>;
-  constexpr int kStages = 2, kGroups = kForwardGroups<D>;
+  using Ops = E4m3Ops<Out, D, BlockN, PShared>;
+  constexpr int kStages = 2, kGroups = Groups;
   using Layout = WsLayout<kGroups>;
   constexpr std::size_t bytes = ws_smem_bytes<Ops, kStages, false, kGroups>();
   static_assert(bytes <= kSm90SharedBytesPerBlock, "cuda.fa3.fp8: shared memory beyond sm_90's 227 KiB per block");
   auto* kernel = fa3_forward_ws_kernel<Ops, kStages, true, true, Fa3Rule, false, kGroups>;
   allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3.fp8");
   kernel<<<grid_of(p.shape, Layout::kCtaRows, "cuda.fa3.fp8"), Layout::kThreads, bytes, stream>>>(q, k, vt, p, WorkTiles{}, ex, NoTimeline{});
+}
+
+// Whether this call's P V reads P from shared memory: asked for, or (automatic) where it is supported.
+// (automatic: registers until the A/B measures the shared form, NOTES "cuda.fa3.fp8")
+bool p_from_shared(const Fp8ForwardParams& f) {
+  return f.p_operand == Fp8POperand::shared;
 }
 
 }  // namespace
@@ -254,6 +291,10 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
   if (!fp8_key_tile_supported(f.block_k, s.head_dim)) {
     throw std::runtime_error("cuda.fa3.fp8: key tiles (block_k) of 128, or 224 at head dim 128 (got " + std::to_string(f.block_k) + " at " + std::to_string(s.head_dim) + ")");
   }
+  if (f.p_operand == Fp8POperand::shared && !fp8_p_shared_supported(f.block_k, s.head_dim)) {
+    throw std::runtime_error("cuda.fa3.fp8: P from shared memory (p_operand=shared) at head dim 128 with block_k 128 only (got head dim " + std::to_string(s.head_dim) +
+                             ", block_k " + std::to_string(f.block_k) + ")");
+  }
   const int d = s.head_dim, vt_keys = fp8_vt_keys(s.seq_k);
   const MapStrides mq = strides_of(p.q, s.batch, s.heads_q, s.seq_q, d), mk = strides_of(p.k, s.batch, s.heads_kv, s.seq_k, d);
   const CUtensorMap q = make_tensor_map_e4m3_bhnd(p.q.data, s.batch, s.heads_q, s.seq_q, d, mq.batch, mq.head, mq.row, d, kGroupRows);
@@ -262,7 +303,9 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
   const CUtensorMap vt = make_tensor_map_e4m3_bhnd(f.vt, s.batch, s.heads_kv, d, vt_keys, vt_head * s.heads_kv, vt_head, vt_keys, 128, d);
   const BlockExponents ex{f.q_exponents, f.k_exponents, f.v_exponents, (s.seq_q + kFp8BlockRows - 1) / kFp8BlockRows, (s.seq_k + f.block_k - 1) / f.block_k};
   const bool fp16 = p.type == StorageType::fp16;
-  if (d == 128 && f.block_k == 224) {
+  if (p_from_shared(f)) {
+    fp16 ? launch_fp8<__half, 128, 128, true, 3>(q, k, vt, p, ex, stream) : launch_fp8<__nv_bfloat16, 128, 128, true, 3>(q, k, vt, p, ex, stream);
+  } else if (d == 128 && f.block_k == 224) {
     fp16 ? launch_fp8<__half, 128, 224>(q, k, vt, p, ex, stream) : launch_fp8<__nv_bfloat16, 128, 224>(q, k, vt, p, ex, stream);
   } else if (d == 128) {
     fp16 ? launch_fp8<__half, 128>(q, k, vt, p, ex, stream) : launch_fp8<__nv_bfloat16, 128>(q, k, vt, p, ex, stream);

@@ -26,11 +26,18 @@ inline bool fp8_key_tile_supported(int block_k, int head_dim) {
 // Keys of V^T per row: Nk rounded up to the 128-key tile (the padding holds zeros).
 inline int fp8_vt_keys(int seq_k) { return (seq_k + 127) / 128 * 128; }
 
+// Where P V reads P (the A operand) from: registers (two consumer warpgroups at d = 128, three at d = 64) or a tile in
+// shared memory (three consumer warpgroups at d = 128: O and S then fit their 160 registers; key tiles of 128 only).
+// automatic picks per head dim and key tile (fa3_fp8_kernels.cu, p_from_shared).
+enum class Fp8POperand : std::uint8_t { automatic, registers, shared };
+inline bool fp8_p_shared_supported(int block_k, int head_dim) { return block_k == 128 && head_dim == 128; }
+
 struct Fp8ForwardParams {
   ForwardParams p;  // shape, O (p.type: bf16 or fp16), L, rounding; p.q and p.k: e4m3 (element strides = bytes)
   const void* vt = nullptr;  // V^T: e4m3 [B, Hkv, d, fp8_vt_keys(Nk)], contiguous, keys permuted (fa3_fp8_kernels.cu)
   // Key tiles of block_k keys, one of fp8_key_tile_supported's (cuda.fa3.fp8's block_k option).
   int block_k = kFp8BlockRows;
+  Fp8POperand p_operand = Fp8POperand::automatic;
   // Block exponents (values = e4m3 x 2^e): Q [B, Hq, ceil(Nq / 128)], K and V [B, Hkv, ceil(Nk / block_k)]. The caller
   // keeps each head's V exponents within 64 of each other (O is carried in the current V block's scale) and Q's plus
   // K's below fp32's exponent range (they scale the softmax's scale); the subject checks both.

@@ -66,8 +66,18 @@ class CudaFa3Fp8 final : public Subject {
     } else if (name == "block_k") {
       if (value != "128" && value != "224") throw SubjectError(info_.name + ": block_k=" + value + ": 128, or 224 (head dim 128 only)");
       block_k_ = std::stoi(value);
+    } else if (name == "p_operand") {
+      if (value == "auto") {
+        p_operand_ = Fp8POperand::automatic;
+      } else if (value == "registers") {
+        p_operand_ = Fp8POperand::registers;
+      } else if (value == "shared") {
+        p_operand_ = Fp8POperand::shared;
+      } else {
+        throw SubjectError(info_.name + ": p_operand=" + value + ": auto, registers or shared");
+      }
     } else {
-      throw SubjectError(info_.name + ": no option " + name + " (operands, block_q, block_k)");
+      throw SubjectError(info_.name + ": no option " + name + " (operands, block_q, block_k, p_operand)");
     }
     refresh_options();
   }
@@ -236,6 +246,7 @@ class CudaFa3Fp8 final : public Subject {
     f.q_exponents = static_cast<const int*>(ops.q_exp.get()), f.k_exponents = static_cast<const int*>(ops.k_exp.get());
     f.v_exponents = static_cast<const int*>(ops.v_exp.get());
     f.block_k = block_k_;
+    f.p_operand = p_operand_;
     return f;
   }
 
@@ -258,24 +269,40 @@ class CudaFa3Fp8 final : public Subject {
     if (!fp8_key_tile_supported(block_k_, head_dim)) {
       throw SubjectError(info_.name + ": block_k=" + std::to_string(block_k_) + " at head dim 128 only (got " + std::to_string(head_dim) + ")");
     }
+    if (p_operand_ == Fp8POperand::shared && !fp8_p_shared_supported(block_k_, head_dim)) {
+      throw SubjectError(info_.name + ": p_operand=shared at head dim 128 with block_k=128 only (got head dim " + std::to_string(head_dim) + ", block_k=" +
+                         std::to_string(block_k_) + ")");
+    }
   }
 
   void refresh_options() {
     info_.formats = scaled_ ? std::vector<Format>{Format::fp32, Format::bf16, Format::fp16} : std::vector<Format>{Format::e4m3};
     info_.head_dims.clear();  // (the compiled head dims that take this block_k: fp8_key_tile_supported, the one list)
     for (int d : {64, 128}) {
-      if (fp8_key_tile_supported(block_k_, d)) info_.head_dims.push_back(d);
+      if (fp8_key_tile_supported(block_k_, d) && (p_operand_ != Fp8POperand::shared || fp8_p_shared_supported(block_k_, d))) info_.head_dims.push_back(d);
     }
     info_.options = {{"operands", scaled_ ? "scaled" : "e4m3",
                       "e4m3: e4m3 tensors; scaled: fp32, bf16 or fp16 tensors holding e4m3 values times a power-of-two scale per block (block_q rows of Q, "
                       "block_k of K and V)"},
                      {"block_q", std::to_string(kFp8BlockRows), "query rows per block scale (fixed: the kernels' tile)"},
-                     {"block_k", std::to_string(block_k_), "keys per block scale and per key tile: 128, or 224 at head dim 128 (FA3's FP8 tile there)"}};
+                     {"block_k", std::to_string(block_k_), "keys per block scale and per key tile: 128, or 224 at head dim 128 (FA3's FP8 tile there)"},
+                     {"p_operand", p_operand_name(), "where P V reads P from: registers (two consumer warpgroups at d = 128), shared (a tile in shared memory, "
+                      "three consumer warpgroups; d = 128, block_k=128 only), auto (per head dim and key tile)"}};
+  }
+
+  const char* p_operand_name() const {
+    switch (p_operand_) {
+      case Fp8POperand::registers: return "registers";
+      case Fp8POperand::shared: return "shared";
+      case Fp8POperand::automatic: break;
+    }
+    return "auto";
   }
 
   SubjectInfo info_;
   bool scaled_ = false;
   int block_k_ = kFp8BlockRows;
+  Fp8POperand p_operand_ = Fp8POperand::automatic;
 };
 
 }  // namespace

@@ -5,7 +5,10 @@
 //     accumulation-order difference, on e4m3 operands and on scaled operands whose blocks carry different
 //     powers of two (the block exponents of Q, K and V in the kernel);
 //   - small shapes with tails, masks and GQA (what compute-sanitizer runs);
-//   - each with key tiles of 128 and of 224 (block_k=224, d = 128 only), the CPU twin with the same block_k;
+//   - each in every compiled variant (kVariants): key tiles of 128 and of 224 (block_k=224, d = 128 only), the CPU twin
+//     with the same block_k; P V's A operand from registers and from shared memory (p_operand=shared: three consumer
+//     groups, d = 128 and block_k=128 only);
+//   - P from shared memory gives the register path's bits;
 //   - bad input refused with a clear error.
 #include <gtest/gtest.h>
 
@@ -40,21 +43,37 @@ using testing::registered_subject;
 
 std::unique_ptr<Subject> fp8_subject() { return registered_subject("cuda.fa3.fp8"); }
 
+// The compiled forms of the kernel, by the options that pick them: the key tile (block_k, which the CPU twin takes
+// too) and where P V reads P from (p_operand; the numerics are the same, so the twin has no such option). A
+// variant's head dims are those the subject then declares.
+struct Fp8Variant {
+  int block_k;
+  const char* p_operand;
+  std::string name() const { return "block_k=" + std::to_string(block_k) + " p_operand=" + p_operand; }
+  void apply(Subject& gpu, Subject* cpu = nullptr) const {
+    gpu.set_option("block_k", std::to_string(block_k)), gpu.set_option("p_operand", p_operand);
+    if (cpu != nullptr) cpu->set_option("block_k", std::to_string(block_k));
+  }
+  bool supports(int d) const { return fp8_key_tile_supported(block_k, d) && (std::string(p_operand) != "shared" || fp8_p_shared_supported(block_k, d)); }
+};
+const Fp8Variant kVariants[] = {{128, "registers"}, {224, "registers"}, {128, "shared"}};
+
 TEST(CudaFa3Fp8, PassesTheHarness) {
   REQUIRE_HOPPER();
   auto s = fp8_subject();
   ASSERT_TRUE(s) << "cuda.fa3.fp8 is not registered on a Hopper GPU";
-  for (const char* block_k : {"128", "224"}) {
-    s->set_option("block_k", block_k);  // (224: the subject declares d = 128 only, so the cases are drawn at 128)
+  for (const Fp8Variant& variant : kVariants) {
+    variant.apply(*s);  // (224 and shared: the subject declares d = 128 only, so the cases are drawn at 128)
+    const std::string variant_name = variant.name();
     for (const char* policy : {"e4m3", "e4m3,round=sr,seed=5"}) {
       gradcheck::RunOptions o;
       o.op = Op::fwd, o.policy = PrecisionPolicy::parse(policy), o.seed = harness_seed();
       o.cases = o.policy.rounding == Rounding::stochastic ? std::max(1, harness_cases() / 4) : harness_cases();
       o.limits.max_seq = 300;
       const gradcheck::RunSummary r = gradcheck::run_cases(*s, o);
-      std::cout << "cuda.fa3.fp8 block_k=" << block_k << " fwd " << policy << ": " << r.passed << " passed, " << r.discarded << " discarded, " << r.weak << " weak of " << r.cases
+      std::cout << "cuda.fa3.fp8 " << variant_name << " fwd " << policy << ": " << r.passed << " passed, " << r.discarded << " discarded, " << r.weak << " weak of " << r.cases
                 << "; worst err/base " << r.worst_ratio << ", " << r.seconds << " s\n";
-      EXPECT_EQ(r.passed + r.discarded, r.cases) << "block_k=" << block_k << " " << policy << "\n" << (r.failure ? r.failure->minimal + "\n" + r.failure->report.summary() : "");
+      EXPECT_EQ(r.passed + r.discarded, r.cases) << variant_name << " " << policy << "\n" << (r.failure ? r.failure->minimal + "\n" + r.failure->report.summary() : "");
       EXPECT_LE(10 * r.discarded, r.cases);
     }
   }
@@ -208,8 +227,9 @@ TEST(CudaFa3Fp8, AgreesWithCpuFa3Fp8WithinTheAccumulationOrderDifference) {
   auto gpu = fp8_subject();
   ASSERT_TRUE(gpu);
   auto cpu = cpu::make_cpu_fa3_fp8();
-  for (const char* block_k : {"128", "224"}) {
-    gpu->set_option("block_k", block_k), cpu->set_option("block_k", block_k);
+  for (const Fp8Variant& variant : kVariants) {
+    variant.apply(*gpu, cpu.get());
+    const std::string variant_name = variant.name();
     for (const char* policy_text : {"e4m3", "e4m3,o=fp16", "e4m3,round=sr,seed=9"}) {
       const PrecisionPolicy policy = PrecisionPolicy::parse(policy_text);
       gradcheck::GeneratorLimits limits;
@@ -224,13 +244,13 @@ TEST(CudaFa3Fp8, AgreesWithCpuFa3Fp8WithinTheAccumulationOrderDifference) {
         gradcheck::Caller on_gpu(*gpu, c), on_cpu(*cpu, c);
         const gradcheck::Outputs g = on_gpu.fwd(in.q, in.k, in.v), h = on_cpu.fwd(in.q, in.k, in.v);
         const Agreement a = agreement(c, g, h, in.q.values(), in.k.values(), in.v.values());
-        EXPECT_LE(a.o_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
-        EXPECT_LE(a.l_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
+        EXPECT_LE(a.o_ratio, 1.0) << variant_name << " " << c.to_string() << "\n" << a.worst;
+        EXPECT_LE(a.l_ratio, 1.0) << variant_name << " " << c.to_string() << "\n" << a.worst;
         worst = std::max(worst, a.o_ratio), worst_l = std::max(worst_l, a.l_ratio), differing += a.differing;
       }
       // (and long rows, past the generator's 300 keys: O's accumulation over 8192 keys)
       for (int d : {64, 128}) {
-        if (!fp8_key_tile_supported(std::stoi(block_k), d)) continue;
+        if (!variant.supports(d)) continue;
         gradcheck::Case c;
         c.shape = {1, 2, 1, 64, 8192, d, d};
         c.scale = 1 / std::sqrt(static_cast<double>(d)), c.policy = policy, c.seed = 40 + d;
@@ -239,10 +259,10 @@ TEST(CudaFa3Fp8, AgreesWithCpuFa3Fp8WithinTheAccumulationOrderDifference) {
         const gradcheck::Outputs g = on_gpu.fwd(in.q, in.k, in.v), h = on_cpu.fwd(in.q, in.k, in.v);
         const Agreement a = agreement(c, g, h, in.q.values(), in.k.values(), in.v.values());
         std::cout << "  Nk = 8192, d = " << d << ": |difference| / bound " << a.o_ratio << ", L " << a.l_ratio << "\n";
-        EXPECT_LE(a.o_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
-        EXPECT_LE(a.l_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
+        EXPECT_LE(a.o_ratio, 1.0) << variant_name << " " << c.to_string() << "\n" << a.worst;
+        EXPECT_LE(a.l_ratio, 1.0) << variant_name << " " << c.to_string() << "\n" << a.worst;
       }
-      std::cout << "cuda.fa3.fp8 vs cpu.fa3.fp8, block_k=" << block_k << ", " << policy_text << ": worst |difference| / bound = " << worst << ", L " << worst_l
+      std::cout << "cuda.fa3.fp8 vs cpu.fa3.fp8, " << variant_name << ", " << policy_text << ": worst |difference| / bound = " << worst << ", L " << worst_l
                 << " x 2^-16 (1 + |L|); O elements differing " << 100 * differing / n << "%\n";
       // The same SR words: were the streams or the indices wrong, about half the non-representable elements
       // would round the other way. (O in bf16 only: QGMMA's logit noise is comparable to fp16's spacing, so an
@@ -281,11 +301,13 @@ TEST(CudaFa3Fp8, ScaledOperandsWithPerBlockExponentsAgreeWithCpuFa3Fp8) {
   gpu->set_option("operands", "scaled"), cpu->set_option("operands", "scaled");
   std::mt19937_64 gen(5);
   int runs = 0;
-  for (int block_k : {128, 224}) {
-    gpu->set_option("block_k", std::to_string(block_k)), cpu->set_option("block_k", std::to_string(block_k));
+  for (const Fp8Variant& variant : kVariants) {
+    variant.apply(*gpu, cpu.get());
+    const int block_k = variant.block_k;
+    const std::string variant_name = variant.name();
     for (const char* policy_text : {"fp32,o=bf16", "bf16", "fp16"}) {
       for (int d : {64, 128}) {
-        if (!fp8_key_tile_supported(block_k, d)) continue;
+        if (!variant.supports(d)) continue;
         for (Mask mask : {Mask::none, Mask::causal_bottom_right}) {
           // (the keys in turn: 390, whole tiles only, and one key past them, where the last tile holds a single key)
           const int nk = std::vector<int>{390, 2 * block_k, 2 * block_k + 1}[runs % 3];
@@ -310,10 +332,10 @@ TEST(CudaFa3Fp8, ScaledOperandsWithPerBlockExponentsAgreeWithCpuFa3Fp8) {
           gradcheck::Caller on_gpu(*gpu, c), on_cpu(*cpu, c);
           const gradcheck::Outputs g = on_gpu.fwd(in.q, in.k, in.v), h = on_cpu.fwd(in.q, in.k, in.v);
           const Agreement a = agreement(c, g, h, q, k, v);
-          std::cout << "scaled block_k=" << block_k << " " << policy_text << " d=" << d << " " << c.to_string() << ": |difference| / bound " << a.o_ratio << ", L " << a.l_ratio
+          std::cout << "scaled " << variant_name << " " << policy_text << " d=" << d << " " << c.to_string() << ": |difference| / bound " << a.o_ratio << ", L " << a.l_ratio
                     << ", differing " << 100 * a.differing << "%\n";
-          EXPECT_LE(a.o_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
-          EXPECT_LE(a.l_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
+          EXPECT_LE(a.o_ratio, 1.0) << variant_name << " " << c.to_string() << "\n" << a.worst;
+          EXPECT_LE(a.l_ratio, 1.0) << variant_name << " " << c.to_string() << "\n" << a.worst;
           ++runs;
         }
       }
@@ -321,7 +343,7 @@ TEST(CudaFa3Fp8, ScaledOperandsWithPerBlockExponentsAgreeWithCpuFa3Fp8) {
   }
 }
 
-// Tails (1, 7, 65, 130 queries; 1, 63, 130, 250 keys; every key tile width), every mask, GQA, both layouts: finite O, agreement with
+// Tails (1, 7, 65, 130 queries; 1, 63, 130, 250 keys; every variant), every mask, GQA, both layouts: finite O, agreement with
 // cpu.fa3.fp8 (the bound above). What compute-sanitizer runs. Eight query heads: at d = 64 a CTA holds three
 // groups of 64 rows, and with Nq <= 128 its third lies wholly past Nq; its Q exponent lookup must stay inside the
 // last head's blocks, and with 8 heads a read past them leaves the exponents' allocation (32 bytes), where
@@ -331,10 +353,11 @@ TEST(CudaFa3Fp8, SmallShapesSweep) {
   auto gpu = fp8_subject();
   ASSERT_TRUE(gpu);
   auto cpu = cpu::make_cpu_fa3_fp8();
-  for (int block_k : {128, 224}) {
-    gpu->set_option("block_k", std::to_string(block_k)), cpu->set_option("block_k", std::to_string(block_k));
+  for (const Fp8Variant& variant : kVariants) {
+    variant.apply(*gpu, cpu.get());
+    const std::string variant_name = variant.name();
     for (int d : {64, 128}) {
-      if (!fp8_key_tile_supported(block_k, d)) continue;
+      if (!variant.supports(d)) continue;
       for (int nq : {1, 7, 65, 130}) {
         for (int nk : {1, 63, 130, 250}) {  // (250: a second key tile of either width, partly past Nk)
           for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
@@ -347,10 +370,10 @@ TEST(CudaFa3Fp8, SmallShapesSweep) {
             const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
             gradcheck::Caller on_gpu(*gpu, c), on_cpu(*cpu, c);
             const gradcheck::Outputs g = on_gpu.fwd(in.q, in.k, in.v), h = on_cpu.fwd(in.q, in.k, in.v);
-            for (double x : g.at("O").values()) ASSERT_TRUE(std::isfinite(x)) << "block_k=" << block_k << " " << c.to_string();
+            for (double x : g.at("O").values()) ASSERT_TRUE(std::isfinite(x)) << variant_name << " " << c.to_string();
             const Agreement a = agreement(c, g, h, in.q.values(), in.k.values(), in.v.values());
-            EXPECT_LE(a.o_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
-            EXPECT_LE(a.l_ratio, 1.0) << "block_k=" << block_k << " " << c.to_string() << "\n" << a.worst;
+            EXPECT_LE(a.o_ratio, 1.0) << variant_name << " " << c.to_string() << "\n" << a.worst;
+            EXPECT_LE(a.l_ratio, 1.0) << variant_name << " " << c.to_string() << "\n" << a.worst;
           }
         }
       }
@@ -385,6 +408,40 @@ TEST(CudaFa3Fp8, TimesBothOperandForms) {
     }
   }
   gpu->set_option("operands", "e4m3");
+}
+
+// P V reading P from shared memory (three consumer groups) multiplies the same e4m3 bytes as from registers, in the
+// same k order: O and L must be the register path's bit for bit. The shapes reach the layout's edges: one key tile and
+// several (the overlapped loop's last step is its own code), key and query tails, CTAs of 192 rows whose second or
+// third group has no rows (Nq <= 64, <= 128), both causal alignments, GQA, stochastic rounding, O in bf16 and fp16.
+TEST(CudaFa3Fp8, PFromSharedMemoryGivesTheRegisterPathsBits) {
+  REQUIRE_HOPPER();
+  auto registers = fp8_subject(), shared = fp8_subject();
+  ASSERT_TRUE(registers && shared);
+  registers->set_option("p_operand", "registers"), shared->set_option("p_operand", "shared");
+  int compared = 0;
+  for (const char* policy : {"e4m3", "e4m3,o=fp16", "e4m3,round=sr,seed=5"}) {
+    for (int nq : {1, 65, 129, 200, 300}) {
+      for (int nk : {1, 128, 129, 383, 640}) {
+        for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
+          gradcheck::Case c;
+          c.shape = {2, 4, 2, nq, nk, 128, 128};
+          c.mask = m, c.scale = 1 / std::sqrt(128.0);
+          c.policy = PrecisionPolicy::parse(policy);
+          c.seed = static_cast<std::uint64_t>(nq * 1000 + nk);
+          const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+          const gradcheck::Outputs want = gradcheck::Caller(*registers, c).fwd(in.q, in.k, in.v);
+          const gradcheck::Outputs got = gradcheck::Caller(*shared, c).fwd(in.q, in.k, in.v);
+          for (const char* t : {"O", "L"}) {
+            const testing::Difference d = testing::differing(got.at(t).values(), want.at(t).values());
+            EXPECT_EQ(d.count, 0u) << t << " differs from the register path's in " << d.count << " entries (first at " << d.first << ") for " << c.to_string();
+          }
+          ++compared;
+        }
+      }
+    }
+  }
+  std::cout << compared << " cases compared bit for bit\n";
 }
 
 TEST(CudaFa3Fp8, BadInputIsRefusedWithAClearError) {
@@ -433,6 +490,16 @@ TEST(CudaFa3Fp8, BadInputIsRefusedWithAClearError) {
   EXPECT_THROW(gpu->set_option("block_k", "160"), SubjectError);
   gpu->set_option("block_k", "224");  // (each tile at its own head dim: refused elsewhere with the reason)
   EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("block_k=224 at head dim 128 only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
+  // P from shared memory: d = 128 with 128-key tiles only (three groups cannot hold S of 224 keys)
+  EXPECT_THROW(gpu->set_option("p_operand", "smem"), SubjectError);
+  gpu->set_option("p_operand", "shared");
+  gradcheck::Case d128 = c;
+  d128.shape.head_dim = d128.shape.head_dim_v = 128;
+  EXPECT_NE(message(d128, gradcheck::make_inputs(d128)).find("p_operand=shared at head dim 128 with block_k=128 only"), std::string::npos)
+      << message(d128, gradcheck::make_inputs(d128));
+  gpu->set_option("block_k", "128");
+  EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("p_operand=shared at head dim 128 with block_k=128 only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
+  EXPECT_EQ(message(d128, gradcheck::make_inputs(d128)), "(accepted)");
 }
 
 }  // namespace
