@@ -48,6 +48,7 @@ jobs=$(nproc)
 gather() {
   for log in "$out"/*.log; do echo "===== $(basename "$log")"; cat "$log"; done > "$final_out/logs.txt"
   [ -f "$out/bench/bench.jsonl" ] && cp "$out/bench/bench.jsonl" "$final_out/"
+  [ -d "$out/bench-ab" ] && cat "$out"/bench-ab/*/bench.jsonl > "$final_out/bench-ab.jsonl" 2>/dev/null
   return 0
 }
 step "configure" configure.log cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -97,6 +98,17 @@ has cpu && step "cpu tests (${FLASHCHECK_CPU_TESTS:-all but long})" cpu-tests.lo
 has bench && { step "precision-bench" precision-bench.log build-gpu/bin/precision-bench || status=1; }
 # The side-by-side throughput table (FLASHCHECK_BENCH_ARGS narrows it, e.g. "--n 4096 --d 128").
 has bench && { step "bench" bench.log build-gpu/bin/flashcheck bench --out "$out/bench" --overwrite ${FLASHCHECK_BENCH_ARGS:-} || status=1; }
+# An A/B in the same call: FLASHCHECK_BENCH_AB="NAME=A NAME=B ..." runs the bench (with FLASHCHECK_BENCH_ARGS) once per
+# option in turn, FLASHCHECK_BENCH_ROUNDS rounds (default 2), each run a process of its own, so the variants alternate
+# on one card (kernels/cuda/NOTES.md compares figures only so); the records go to bench-ab.jsonl.
+if has bench && [ -n "${FLASHCHECK_BENCH_AB:-}" ]; then
+  for ((round = 1; round <= ${FLASHCHECK_BENCH_ROUNDS:-2}; round++)); do
+    for option in $FLASHCHECK_BENCH_AB; do
+      step "bench --option $option, round $round" "bench-ab-$round-$option.log" \
+        build-gpu/bin/flashcheck bench --out "$out/bench-ab/$round-$option" --overwrite --option "$option" ${FLASHCHECK_BENCH_ARGS:-} || status=1
+    done
+  done
+fi
 # PyTorch's own fused attention (torch.sdpa.*, registered when libtorch sees a CUDA device) through
 # the harness: FLASHCHECK_GPU_CHECK_CASES cases per op and format (default 500).
 # (FLASHCHECK_GPU_CHECK_CASES=0 skips them)
@@ -109,6 +121,9 @@ echo
 echo "commit $commit | device ${device:-none} | $(build-gpu/bin/flashcheck --version 2>/dev/null)"
 grep -E "tests passed|Skipped|Not Run" "$out/gpu-tests.log" "$out/cpu-tests.log" 2>/dev/null | sed 's/^.*\.log://' | sort -u
 [ -f "$out/bench.log" ] && { echo "== bench"; sed -n '/^TFLOP/,$p' "$out/bench.log"; }
+for log in "$out"/bench-ab-*.log; do  # each A/B run's points (round, then option)
+  [ -f "$log" ] && { echo "== $(basename "$log" .log)"; grep -E '^  [a-z0-9]+ d=' "$log" | sed 's/  */ /g'; }
+done
 grep -hE "^([0-9]+: )?cuda\." "$out/gpu-tests.log" 2>/dev/null | sed 's/^[0-9]*: //' | sort -u
 grep -hE "^\[  (PASSED|FAILED) +\]" "$out"/shard-*.txt 2>/dev/null | sort | uniq -c
 for log in "$out"/check-*.log; do  # the harness tables of the checks, for the record
