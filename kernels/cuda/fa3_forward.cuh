@@ -416,6 +416,8 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   // (P in shared memory: a group's turn barrier, which all its threads sync on after pack, orders their P stores before
   // the P V that reads them; the tile is rewritten only after that P V is complete)
   static_assert(Ops::kPBytes == 0 || PingPong, "P in shared memory is handed to P V by the turns");
+  static_assert(Ops::kPBytes % 1024 == 0 && ((Persistent ? 2 : 1) * WsLayout<Groups>::kGroups * Ops::kQBytes + Stages * (Ops::kKBytes + Ops::kVBytes)) % 1024 == 0,
+                "each group's P tile starts on a 1024-byte swizzle atom (its descriptor has no base offset)");
   constexpr int D = Ops::kD, BlockN = Ops::kBlockN;
   using L = WsLayout<Groups>;
   constexpr int kGroups = L::kGroups, kGroupThreads = L::kConsumerThreads, kRows = L::kCtaRows;

@@ -56,7 +56,8 @@ __device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
 // PShared: P goes to a 64 x 128-byte tile of the group's in shared memory (the 128-byte swizzle, K-major, its bytes in
 // the A fragments' order, so V^T's key order is unchanged) and P V reads it from there (QGMMA SS), FA3's
 // Mma1_is_RS = false. P then holds no registers across the next S's product, which is what lets three consumer
-// groups of 160 registers run at d = 128 (O 64 + S 64; with P's 16 in registers too ptxas serialised every wgmma).
+// groups of 160 registers run at d = 128: O 64 + S 64 (with P's 16 in registers too ptxas serialised every wgmma, C7512;
+// without them it spills 220 bytes, about 8 local loads and stores in the unmasked step, more in the masked one).
 template <class Out_, int D, int BlockN = fa3::kBlockN, bool PShared = false>
 struct E4m3Ops {
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
@@ -264,13 +265,10 @@ void launch_fp8(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v
   kernel<<<grid_of(p.shape, Layout::kCtaRows, "cuda.fa3.fp8"), Layout::kThreads, bytes, stream>>>(q, k, vt, p, WorkTiles{}, ex, NoTimeline{});
 }
 
-// Whether this call's P V reads P from shared memory: asked for, or (automatic) where it is supported.
-// (automatic: registers until the A/B measures the shared form, NOTES "cuda.fa3.fp8")
-bool p_from_shared(const Fp8ForwardParams& f) {
-  return f.p_operand == Fp8POperand::shared;
-}
-
 }  // namespace
+
+// (automatic: registers until an A/B measures the shared form faster, NOTES "P from shared memory")
+bool fa3_fp8_p_from_shared(const Fp8ForwardParams& f) { return f.p_operand == Fp8POperand::shared; }
 
 bool fa3_fp8_supports(const ForwardParams& p) {
   const AttentionShapeParams& s = p.shape;
@@ -303,7 +301,7 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
   const CUtensorMap vt = make_tensor_map_e4m3_bhnd(f.vt, s.batch, s.heads_kv, d, vt_keys, vt_head * s.heads_kv, vt_head, vt_keys, 128, d);
   const BlockExponents ex{f.q_exponents, f.k_exponents, f.v_exponents, (s.seq_q + kFp8BlockRows - 1) / kFp8BlockRows, (s.seq_k + f.block_k - 1) / f.block_k};
   const bool fp16 = p.type == StorageType::fp16;
-  if (p_from_shared(f)) {
+  if (fa3_fp8_p_from_shared(f)) {
     fp16 ? launch_fp8<__half, 128, 128, true, 3>(q, k, vt, p, ex, stream) : launch_fp8<__nv_bfloat16, 128, 128, true, 3>(q, k, vt, p, ex, stream);
   } else if (d == 128 && f.block_k == 224) {
     fp16 ? launch_fp8<__half, 128, 224>(q, k, vt, p, ex, stream) : launch_fp8<__nv_bfloat16, 128, 224>(q, k, vt, p, ex, stream);

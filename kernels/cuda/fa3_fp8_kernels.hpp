@@ -27,8 +27,9 @@ inline bool fp8_key_tile_supported(int block_k, int head_dim) {
 inline int fp8_vt_keys(int seq_k) { return (seq_k + 127) / 128 * 128; }
 
 // Where P V reads P (the A operand) from: registers (two consumer warpgroups at d = 128, three at d = 64) or a tile in
-// shared memory (three consumer warpgroups at d = 128: O and S then fit their 160 registers; key tiles of 128 only).
-// automatic picks per head dim and key tile (fa3_fp8_kernels.cu, p_from_shared).
+// shared memory (three consumer warpgroups at d = 128, key tiles of 128 only: without P's 16 registers ptxas no longer
+// serialises the wgmma of three groups of 160 registers, though the step still spills: kernels/cuda/NOTES.md, "P from
+// shared memory"). automatic is registers until the shared form is measured faster.
 enum class Fp8POperand : std::uint8_t { automatic, registers, shared };
 inline bool fp8_p_shared_supported(int block_k, int head_dim) { return block_k == 128 && head_dim == 128; }
 
@@ -48,6 +49,8 @@ struct Fp8ForwardParams {
 
 // Head dims 64 and 128; strides TMA can describe (multiples of 16 bytes, a 16-byte aligned base).
 bool fa3_fp8_supports(const ForwardParams& p);
+// Whether fa3_fp8_forward runs f with P in shared memory (and three consumer groups): the launcher's own rule.
+bool fa3_fp8_p_from_shared(const Fp8ForwardParams& f);
 void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream);
 
 // The formats quantize_e4m3_blocks reads.

@@ -65,6 +65,7 @@ class CudaFa3Fp8 final : public Subject {
       if (value != std::to_string(kFp8BlockRows)) throw SubjectError(info_.name + ": block_q=" + value + ": the kernels' query blocks are 128 rows");
     } else if (name == "block_k") {
       if (value != "128" && value != "224") throw SubjectError(info_.name + ": block_k=" + value + ": 128, or 224 (head dim 128 only)");
+      if (value == "224" && p_operand_ == Fp8POperand::shared) throw SubjectError(p_shared_with_224());
       block_k_ = std::stoi(value);
     } else if (name == "p_operand") {
       if (value == "auto") {
@@ -72,6 +73,7 @@ class CudaFa3Fp8 final : public Subject {
       } else if (value == "registers") {
         p_operand_ = Fp8POperand::registers;
       } else if (value == "shared") {
+        if (block_k_ == 224) throw SubjectError(p_shared_with_224());
         p_operand_ = Fp8POperand::shared;
       } else {
         throw SubjectError(info_.name + ": p_operand=" + value + ": auto, registers or shared");
@@ -287,7 +289,12 @@ class CudaFa3Fp8 final : public Subject {
                      {"block_q", std::to_string(kFp8BlockRows), "query rows per block scale (fixed: the kernels' tile)"},
                      {"block_k", std::to_string(block_k_), "keys per block scale and per key tile: 128, or 224 at head dim 128 (FA3's FP8 tile there)"},
                      {"p_operand", p_operand_name(), "where P V reads P from: registers (two consumer warpgroups at d = 128), shared (a tile in shared memory, "
-                      "three consumer warpgroups; d = 128, block_k=128 only), auto (per head dim and key tile)"}};
+                      "three consumer warpgroups; d = 128, block_k=128 only), auto (registers: shared is not yet measured faster)"}};
+  }
+
+  // (refused whichever option comes second: no head dim would take the pair)
+  std::string p_shared_with_224() const {
+    return info_.name + ": p_operand=shared with block_k=224: P from shared memory takes key tiles of 128 (three consumer groups cannot hold S of 224 keys)";
   }
 
   const char* p_operand_name() const {

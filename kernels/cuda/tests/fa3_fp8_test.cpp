@@ -51,7 +51,8 @@ struct Fp8Variant {
   const char* p_operand;
   std::string name() const { return "block_k=" + std::to_string(block_k) + " p_operand=" + p_operand; }
   void apply(Subject& gpu, Subject* cpu = nullptr) const {
-    gpu.set_option("block_k", std::to_string(block_k)), gpu.set_option("p_operand", p_operand);
+    // (p_operand=shared and block_k=224 are refused together, whichever comes second: through auto between variants)
+    gpu.set_option("p_operand", "auto"), gpu.set_option("block_k", std::to_string(block_k)), gpu.set_option("p_operand", p_operand);
     if (cpu != nullptr) cpu->set_option("block_k", std::to_string(block_k));
   }
   bool supports(int d) const { return fp8_key_tile_supported(block_k, d) && (std::string(p_operand) != "shared" || fp8_p_shared_supported(block_k, d)); }
@@ -396,24 +397,43 @@ TEST(CudaFa3Fp8, TimesBothOperandForms) {
     gpu->set_option("operands", operands);
     for (Format format : std::string(operands) == "e4m3" ? std::vector<Format>{Format::e4m3} : std::vector<Format>{Format::bf16, Format::fp16}) {
       r.format = format;
-      std::optional<Timing> t;
-      try {
-        t = gpu->time(r);
-      } catch (const std::exception& e) {
-        FAIL() << "operands=" << operands << " " << name(format) << ": " << e.what();
+      for (const char* p_operand : {"registers", "shared"}) {  // (both kernels at this d = 128, block_k 128 shape)
+        gpu->set_option("p_operand", p_operand);
+        std::optional<Timing> t;
+        try {
+          t = gpu->time(r);
+        } catch (const std::exception& e) {
+          FAIL() << "operands=" << operands << " " << name(format) << " p_operand=" << p_operand << ": " << e.what();
+        }
+        ASSERT_TRUE(t.has_value()) << "operands=" << operands << " p_operand=" << p_operand;
+        ASSERT_EQ(t->milliseconds.size(), 5u);
+        for (double ms : t->milliseconds) EXPECT_GT(ms, 0.0) << "operands=" << operands << " " << name(format) << " p_operand=" << p_operand;
       }
-      ASSERT_TRUE(t.has_value()) << "operands=" << operands;
-      ASSERT_EQ(t->milliseconds.size(), 5u);
-      for (double ms : t->milliseconds) EXPECT_GT(ms, 0.0) << "operands=" << operands << " " << name(format);
     }
   }
   gpu->set_option("operands", "e4m3");
+}
+
+TEST(CudaFa3Fp8, PFromSharedMemoryOnlyWhenAsked) {
+  // (host only: which kernel fa3_fp8_forward launches for each setting)
+  Fp8ForwardParams f;
+  f.p.shape.head_dim = 128, f.block_k = 128;
+  EXPECT_FALSE(fa3_fp8_p_from_shared(f)) << "auto";
+  f.p_operand = Fp8POperand::registers;
+  EXPECT_FALSE(fa3_fp8_p_from_shared(f));
+  f.p_operand = Fp8POperand::shared;
+  EXPECT_TRUE(fa3_fp8_p_from_shared(f));
 }
 
 // P V reading P from shared memory (three consumer groups) multiplies the same e4m3 bytes as from registers, in the
 // same k order: O and L must be the register path's bit for bit. The shapes reach the layout's edges: one key tile and
 // several (the overlapped loop's last step is its own code), key and query tails, CTAs of 192 rows whose second or
 // third group has no rows (Nq <= 64, <= 128), both causal alignments, GQA, stochastic rounding, O in bf16 and fp16.
+// One assumption beyond the layout: under a causal mask a CTA of 192 rows makes its lower groups walk key tiles that
+// are wholly masked for them and that a CTA of 128 rows does not walk; there P = 0 and alpha = 1, so the bits agree
+// only if QGMMA returns its accumulator unchanged when every product is zero. That is likely but not shown: what was
+// measured of QGMMA's accumulation (QgmmaAccumulationErrorIsWithinItsBound) is a loss in the products it adds. A failure
+// under causal masks alone points there, not at the layout.
 TEST(CudaFa3Fp8, PFromSharedMemoryGivesTheRegisterPathsBits) {
   REQUIRE_HOPPER();
   auto registers = fp8_subject(), shared = fp8_subject();
@@ -490,15 +510,16 @@ TEST(CudaFa3Fp8, BadInputIsRefusedWithAClearError) {
   EXPECT_THROW(gpu->set_option("block_k", "160"), SubjectError);
   gpu->set_option("block_k", "224");  // (each tile at its own head dim: refused elsewhere with the reason)
   EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("block_k=224 at head dim 128 only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
-  // P from shared memory: d = 128 with 128-key tiles only (three groups cannot hold S of 224 keys)
+  // P from shared memory: d = 128 with 128-key tiles only (three groups cannot hold S of 224 keys), refused with
+  // block_k=224 in either order
   EXPECT_THROW(gpu->set_option("p_operand", "smem"), SubjectError);
+  EXPECT_THROW(gpu->set_option("p_operand", "shared"), SubjectError);  // (block_k=224 is set)
+  gpu->set_option("block_k", "128");
   gpu->set_option("p_operand", "shared");
+  EXPECT_THROW(gpu->set_option("block_k", "224"), SubjectError);
+  EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("p_operand=shared at head dim 128 with block_k=128 only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
   gradcheck::Case d128 = c;
   d128.shape.head_dim = d128.shape.head_dim_v = 128;
-  EXPECT_NE(message(d128, gradcheck::make_inputs(d128)).find("p_operand=shared at head dim 128 with block_k=128 only"), std::string::npos)
-      << message(d128, gradcheck::make_inputs(d128));
-  gpu->set_option("block_k", "128");
-  EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("p_operand=shared at head dim 128 with block_k=128 only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
   EXPECT_EQ(message(d128, gradcheck::make_inputs(d128)), "(accepted)");
 }
 
