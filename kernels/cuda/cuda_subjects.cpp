@@ -328,9 +328,9 @@ class CudaFa3 final : public CudaAttentionSubject {
                       "one_group (step 1: a warpgroup per 64 rows, no overlap), ws (a producer warp, two consumer warpgroups), "
                       "ws_overlap (and Q K^T of the next tile issued with P V), ws_overlap_pingpong (and the groups take turns), "
                       "ws_overlap_pingpong_3stage (with a 3-stage ring), ws_overlap_pingpong_3groups (three consumer warpgroups in "
-                      "turn, 192 rows per CTA; d = 64 only, so the subject then offers d = 64 alone, its backward too), or auto (3groups "
-                      "at d = 64, ws_overlap_pingpong at d = 128 and with "
-                      "key_tile=176)"},
+                      "turn, 192 rows per CTA; d = 64 only, so the subject then offers d = 64 alone, its backward too), "
+                      "ws_overlap_pingpong_3groups_p_shared (the same at d = 128 only, P V reading P from shared memory; not yet run on a "
+                      "GPU), or auto (3groups at d = 64, ws_overlap_pingpong at d = 128 and with key_tile=176)"},
                      {"bwd", "fused",
                       "fused (one key-tiled pass; dQ's partials added into an fp32 accumulator by atomics, so its bits vary "
                       "from run to run) or two_pass (a key-tiled dK/dV pass and a query-tiled dQ pass: deterministic)"},
@@ -388,13 +388,16 @@ class CudaFa3 final : public CudaAttentionSubject {
         if (key_tile_ != 128 && s != Fa3Schedule::ws_overlap_pingpong) throw SubjectError(info_.name + ": schedule=" + value + " runs with key_tile=128 only");
         info_.options[0].value = value;
         schedule_ = s;
-        info_.head_dims = s == Fa3Schedule::ws_overlap_pingpong_3groups ? std::vector<int>{64} : std::vector<int>{64, 128};
+        info_.head_dims = s == Fa3Schedule::ws_overlap_pingpong_3groups            ? std::vector<int>{64}
+                          : s == Fa3Schedule::ws_overlap_pingpong_3groups_p_shared ? std::vector<int>{128}
+                                                                                   : std::vector<int>{64, 128};
         return;
       }
     }
     if (value != "auto") {
       throw SubjectError(info_.name + ": schedule=" + value +
-                         ": one of auto, one_group, ws, ws_overlap, ws_overlap_pingpong, ws_overlap_pingpong_3stage, ws_overlap_pingpong_3groups");
+                         ": one of auto, one_group, ws, ws_overlap, ws_overlap_pingpong, ws_overlap_pingpong_3stage, ws_overlap_pingpong_3groups, "
+                         "ws_overlap_pingpong_3groups_p_shared");
     }
     info_.options[0].value = value;
     schedule_ = kAuto;
@@ -410,7 +413,8 @@ class CudaFa3 final : public CudaAttentionSubject {
 
  private:
   static constexpr Fa3Schedule kSchedules[] = {Fa3Schedule::one_group,          Fa3Schedule::ws, Fa3Schedule::ws_overlap, Fa3Schedule::ws_overlap_pingpong,
-                                               Fa3Schedule::ws_overlap_pingpong_3stage, Fa3Schedule::ws_overlap_pingpong_3groups};
+                                               Fa3Schedule::ws_overlap_pingpong_3stage, Fa3Schedule::ws_overlap_pingpong_3groups,
+                                               Fa3Schedule::ws_overlap_pingpong_3groups_p_shared};
   static constexpr Fa3Schedule kAuto = Fa3Schedule::automatic;
   Fa3Schedule schedule_ = kAuto;
   int key_tile_ = 128;

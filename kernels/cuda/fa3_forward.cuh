@@ -143,6 +143,44 @@ __device__ inline void issue_pv(float (&o)[D / 8][4], const std::uint32_t (&pa)[
   wgmma_commit();
 }
 
+// P in shared memory (an Operands class's kPBytes > 0): a warpgroup's 64 rows of P as the K-major A operand of P V,
+// boxes of 64 rows x 128 bytes with the 128-byte swizzle (Q's layout at d = 128: 16-byte chunk c of row r at c ^ (r % 8),
+// the tile 1024-byte aligned), a k step 32 bytes of a row (k16 of 16-bit P, k32 of e4m3), four steps a box. The shared
+// address of word i of this thread's A fragment for k step kk: the fragment's rows g and g + 8 (i odd) of its warp's 16,
+// bytes 4 t .. 4 t + 3 of the step's first or (i >= 2) second 16 (hopper/wgmma_tma.cuh's and wgmma_e4m3.cuh's layouts),
+// so the tile holds exactly what the register fragments would, and V's key order is unchanged. A warp's stores of one
+// word cover 8 rows x 4 words in 32 different banks.
+__device__ inline std::uint32_t p_tile_word_address(const unsigned char* tile, int kk, int i) {
+  const int lane = threadIdx.x % 32, row = 16 * ((threadIdx.x % 128) / 32) + lane / 4 + 8 * (i % 2), chunk = 2 * (kk % 4) + i / 2;
+  return smem_address(tile + (kk / 4) * kQBox + row * 128 + ((chunk ^ (row % 8)) * 16) + 4 * (lane % 4));
+}
+// Steps k steps of A fragments (words[kk][i]) into the tile, then the fence that orders them before the async proxy's
+// reads (the P V wgmma). The caller's group barrier (the kernel's turn) must come between this and the P V.
+template <int Steps>
+__device__ inline void store_p_tile(unsigned char* tile, const std::uint32_t (&words)[Steps][4]) {
+#pragma unroll
+  for (int kk = 0; kk < Steps; ++kk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("st.shared.b32 [%0], %1;" ::"r"(p_tile_word_address(tile, kk, i)), "r"(words[kk][i]) : "memory");
+  }
+  fence_proxy_async_shared();
+}
+
+// O += P V with P's tile in shared memory (store_p_tile's layout, 128 keys: two boxes) and V's tile MN-major: 8 k16
+// steps, both operands by descriptor. Issued and committed as one group.
+template <class T, int D>
+__device__ inline void issue_pv_shared(float (&o)[D / 8][4], const unsigned char* sP, const unsigned char* sV) {
+  static_assert(D == 128, "m64n128k16 with A from shared memory");
+  const std::uint64_t dv = wgmma_descriptor_sw128_mn(sV, kKVBox);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kBlockN / 16; ++kk) {
+    const std::uint64_t a = wgmma_descriptor_advance(wgmma_descriptor_sw128(sP + (kk / 4) * kQBox), kk % 4);
+    wgmma_m64n128k16_ss<Tiles<T, D>::kFp16, true>(reinterpret_cast<float(&)[64]>(o), a, wgmma_descriptor_advance_mn(dv, kk), 1);
+  }
+  wgmma_commit();
+}
+
 // The online softmax on key tile j (fa2_forward.cuh's arithmetic): the running max and sum of this
 // thread's two rows, alpha = exp2(m_old - m_new) for rescaling O, and sc overwritten with P. Masked: the tile
 // crosses Nk or the diagonal for some row of this warp, or the scale is not positive; then every product is
@@ -301,15 +339,20 @@ __device__ inline CtaTile cta_tile() {
 
 
 // --- 16-bit operands ---------------------------------------------------------------------------------------
-// Key tiles of BlockN: 128, or 176 (cuda.fa3's key_tile=176; K and V maps with boxes of 176 rows).
-template <class T, int D, int BlockN = kBlockN>
+// Key tiles of BlockN: 128, or 176 (cuda.fa3's key_tile=176; K and V maps with boxes of 176 rows). PShared (d = 128,
+// 128 keys): P goes to a tile of the group's in shared memory (store_p_tile) and P V reads it from there, so P holds no
+// registers while the next S is computed: what lets three consumer groups of 160 registers hold O and S at d = 128
+// (schedule ws_overlap_pingpong_3groups_p_shared).
+template <class T, int D, int BlockN = kBlockN, bool PShared = false>
 struct Wide16Ops {
+  static_assert(!PShared || (D == 128 && BlockN == fa3::kBlockN), "P in shared memory: d = 128, tiles of 128 keys (two boxes of 64)");
   using Out = T;
   static constexpr int kD = D;
   static constexpr int kBlockN = BlockN;
   static constexpr int kPaSteps = BlockN / 16;  // k16 steps over a tile's keys
-  using PFragments = std::uint32_t[kPaSteps][4];
-  static constexpr unsigned kPBytes = 0;  // (P stays in registers)
+  struct NoFragments {};
+  using PFragments = std::conditional_t<PShared, NoFragments, std::uint32_t[kPaSteps][4]>;
+  static constexpr unsigned kPBytes = PShared ? 2 * kQBox : 0;  // (64 rows x 128 keys of T)
   static constexpr unsigned kQBytes = Tiles<T, D>::kQBytes, kKBytes = Tiles<T, D>::kHalves * kv_box_bytes<BlockN>, kVBytes = kKBytes;
   static constexpr bool kBlockScales = false;
   // Q's rows row0 .. row0 + 63 of head h; K's and V's keys key0 .. key0 + BlockN - 1 of kv head hk: D / 64 boxes each.
@@ -321,8 +364,22 @@ struct Wide16Ops {
   }
   __device__ static void load_v(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) { load_k(dst, map, bar, key0, hk, b); }
   __device__ static void qk(float (&sc)[BlockN / 8][4], const unsigned char* sQ, const unsigned char* sK) { issue_qk<T, D, BlockN>(sc, sQ, sK); }
-  __device__ static void pack(PFragments& pa, const float (&sc)[BlockN / 8][4], unsigned char* /*sP*/) { a_fragments<T>(pa, sc); }
-  __device__ static void pv(float (&o)[D / 8][4], const PFragments& pa, const unsigned char* /*sP*/, const unsigned char* sV) { issue_pv<T, D, BlockN>(o, pa, sV); }
+  __device__ static void pack(PFragments& pa, const float (&sc)[BlockN / 8][4], unsigned char* sP) {
+    if constexpr (PShared) {
+      std::uint32_t words[kPaSteps][4];
+      a_fragments<T>(words, sc);
+      store_p_tile(sP, words);
+    } else {
+      a_fragments<T>(pa, sc);
+    }
+  }
+  __device__ static void pv(float (&o)[D / 8][4], const PFragments& pa, const unsigned char* sP, const unsigned char* sV) {
+    if constexpr (PShared) {
+      issue_pv_shared<T, D>(o, sP, sV);
+    } else {
+      issue_pv<T, D, BlockN>(o, pa, sV);
+    }
+  }
 };
 
 // Per-block power-of-two exponents of FP8 operands (E4m3Ops): Q's of each block of 128 rows ([B, Hq, q_blocks]),

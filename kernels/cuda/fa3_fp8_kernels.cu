@@ -102,39 +102,28 @@ struct E4m3Ops {
     wgmma_commit();
   }
   // k32 step kk covers S's n8 blocks 4 kk .. 4 kk + 3: a[0] = row g's pairs of blocks 0 and 1, a[1] row g + 8's,
-  // a[2] and a[3] the same of blocks 2 and 3 (hence V^T's key order, fp8_key_of_slot). PShared: the same four words
-  // go to the group's tile, word i of step kk at row g (+ 8 for a[1], a[3]), byte 32 kk + 4 t (+ 16 for a[2], a[3]):
-  // the tile's bytes are the fragments' slots, so its columns are V^T's. Under the 128-byte swizzle a warp's store
-  // of one word covers 8 rows x 4 words in 32 different banks.
+  // a[2] and a[3] the same of blocks 2 and 3 (hence V^T's key order, fp8_key_of_slot). PShared: the same four words go
+  // to the group's tile (store_p_tile), whose bytes are then the fragments' slots, so its columns are V^T's.
+  __device__ static void fragments(std::uint32_t (&a)[kPaSteps][4], const float (&sc)[BlockN / 8][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kPaSteps; ++kk) {
+      const float(&b0)[4] = sc[4 * kk];
+      const float(&b1)[4] = sc[4 * kk + 1];
+      const float(&b2)[4] = sc[4 * kk + 2];
+      const float(&b3)[4] = sc[4 * kk + 3];
+      a[kk][0] = e4m3x4(b0[0], b0[1], b1[0], b1[1]);
+      a[kk][1] = e4m3x4(b0[2], b0[3], b1[2], b1[3]);
+      a[kk][2] = e4m3x4(b2[0], b2[1], b3[0], b3[1]);
+      a[kk][3] = e4m3x4(b2[2], b2[3], b3[2], b3[3]);
+    }
+  }
   __device__ static void pack(PFragments& pa, const float (&sc)[BlockN / 8][4], unsigned char* sP) {
     if constexpr (PShared) {
-      const int lane = threadIdx.x % 32, row = 16 * ((threadIdx.x % 128) / 32) + lane / 4, t = lane % 4;
-#pragma unroll
-      for (int kk = 0; kk < kPaSteps; ++kk) {
-        const std::uint32_t words[4] = {e4m3x4(sc[4 * kk][0], sc[4 * kk][1], sc[4 * kk + 1][0], sc[4 * kk + 1][1]),
-                                        e4m3x4(sc[4 * kk][2], sc[4 * kk][3], sc[4 * kk + 1][2], sc[4 * kk + 1][3]),
-                                        e4m3x4(sc[4 * kk + 2][0], sc[4 * kk + 2][1], sc[4 * kk + 3][0], sc[4 * kk + 3][1]),
-                                        e4m3x4(sc[4 * kk + 2][2], sc[4 * kk + 2][3], sc[4 * kk + 3][2], sc[4 * kk + 3][3])};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int r = row + 8 * (i % 2), chunk = 2 * kk + i / 2;  // (the 16-byte chunk of the row before the swizzle)
-          const std::uint32_t address = smem_address(sP + r * 128 + ((chunk ^ (r % 8)) * 16) + 4 * t);
-          asm volatile("st.shared.b32 [%0], %1;" ::"r"(address), "r"(words[i]) : "memory");
-        }
-      }
-      fence_proxy_async_shared();  // (this thread's stores before P V's async-proxy reads)
+      std::uint32_t words[kPaSteps][4];
+      fragments(words, sc);
+      store_p_tile(sP, words);  // (fa3_forward.cuh: the fragments' words at their places in the group's tile, then the fence)
     } else {
-#pragma unroll
-      for (int kk = 0; kk < kPaSteps; ++kk) {
-        const float(&b0)[4] = sc[4 * kk];
-        const float(&b1)[4] = sc[4 * kk + 1];
-        const float(&b2)[4] = sc[4 * kk + 2];
-        const float(&b3)[4] = sc[4 * kk + 3];
-        pa[kk][0] = e4m3x4(b0[0], b0[1], b1[0], b1[1]);
-        pa[kk][1] = e4m3x4(b0[2], b0[3], b1[2], b1[3]);
-        pa[kk][2] = e4m3x4(b2[0], b2[1], b3[0], b3[1]);
-        pa[kk][3] = e4m3x4(b2[2], b2[3], b3[2], b3[3]);
-      }
+      fragments(pa, sc);
     }
   }
   __device__ static void pv(float (&o)[D / 8][4], const PFragments& pa, const unsigned char* sP, const unsigned char* sVt) {

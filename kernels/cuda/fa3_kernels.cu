@@ -121,9 +121,10 @@ void launch_one_group(const Maps& m, const ForwardParams& p, cudaStream_t stream
   kernel<<<grid_of(p.shape, kGroupRows, "cuda.fa3"), 128, bytes, stream>>>(m.q, m.k, m.v, p);
 }
 
-template <class T, int D, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule, bool Persistent = false, int BlockN = kBlockN, int Groups = 2>
+template <class T, int D, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule, bool Persistent = false, int BlockN = kBlockN, int Groups = 2,
+          bool PShared = false>
 void launch_ws(const Maps& m, const ForwardParams& p, cudaStream_t stream, const char* name) {
-  using Ops = Wide16Ops<T, D, BlockN>;
+  using Ops = Wide16Ops<T, D, BlockN, PShared>;
   using Layout = WsLayout<Groups>;
   constexpr std::size_t bytes = ws_smem_bytes<Ops, Stages, Persistent, Groups>();
   static_assert(bytes <= kSm90SharedBytesPerBlock, "cuda.fa3 forward: shared memory beyond sm_90's 227 KiB per block");
@@ -179,6 +180,10 @@ void launch(Fa3Schedule schedule, int key_tile, const Maps& m, const ForwardPara
       // (d = 64 only, checked by fa3_forward: at d = 128 ptxas serialises every wgmma for want of registers)
       if constexpr (D == 64) return launch_ws<T, D, 2, true, true, Fa3Rule, false, kBlockN, 3>(m, p, stream, name);
       break;
+    case Fa3Schedule::ws_overlap_pingpong_3groups_p_shared:
+      // (d = 128 only, checked by fa3_forward: at d = 64 three groups hold P in registers)
+      if constexpr (D == 128) return launch_ws<T, D, 2, true, true, Fa3Rule, false, kBlockN, 3, true>(m, p, stream, name);
+      break;
     case Fa3Schedule::automatic: return launch_ws<T, D, 2, true, true, Fa3Rule, false, kBlockN, kForwardGroups<D>>(m, p, stream, name);
   }
   throw std::logic_error(std::string("cuda.fa3 forward: schedule ") + name + " at head dim " + std::to_string(D));
@@ -194,6 +199,7 @@ const char* fa3_schedule_name(Fa3Schedule schedule) {
     case Fa3Schedule::ws_overlap_pingpong: return "ws_overlap_pingpong";
     case Fa3Schedule::ws_overlap_pingpong_3stage: return "ws_overlap_pingpong_3stage";
     case Fa3Schedule::ws_overlap_pingpong_3groups: return "ws_overlap_pingpong_3groups";
+    case Fa3Schedule::ws_overlap_pingpong_3groups_p_shared: return "ws_overlap_pingpong_3groups_p_shared";
     case Fa3Schedule::automatic: return "auto";
   }
   return "?";
@@ -233,6 +239,10 @@ void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stre
   if (schedule == Fa3Schedule::ws_overlap_pingpong_3groups && s.head_dim != 64) {
     throw std::runtime_error("cuda.fa3 forward: schedule ws_overlap_pingpong_3groups at head dim 64 only (got " + std::to_string(s.head_dim) +
                              "): at 128, O, S and P of a group do not fit its 160 registers");
+  }
+  if (schedule == Fa3Schedule::ws_overlap_pingpong_3groups_p_shared && s.head_dim != 128) {
+    throw std::runtime_error("cuda.fa3 forward: schedule ws_overlap_pingpong_3groups_p_shared at head dim 128 only (got " + std::to_string(s.head_dim) +
+                             "): at 64, ws_overlap_pingpong_3groups holds P in registers");
   }
   const char* name = fa3_schedule_name(schedule);
   const bool fp16 = p.type == StorageType::fp16;

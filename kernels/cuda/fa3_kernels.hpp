@@ -21,8 +21,19 @@ namespace fc::kernels::cuda {
 //   ws_overlap_pingpong_3stage: the same with a 3-stage ring;
 //   ws_overlap_pingpong_3groups: ws_overlap_pingpong with three consumer warpgroups (192 rows per CTA) taking turns
 //     in a ring, 160 registers each: d = 64 only (at d = 128, O, S and P do not fit them);
+//   ws_overlap_pingpong_3groups_p_shared: the same at d = 128 with P V reading P from a shared-memory tile of each
+//     group's, so that O and S alone take the registers: d = 128 only (kernels/cuda/NOTES.md, "P from shared memory");
 //   automatic: ws_overlap_pingpong_3groups at d = 64, ws_overlap_pingpong at d = 128 (and with 176-key tiles).
-enum class Fa3Schedule : std::uint8_t { one_group, ws, ws_overlap, ws_overlap_pingpong, ws_overlap_pingpong_3stage, ws_overlap_pingpong_3groups, automatic };
+enum class Fa3Schedule : std::uint8_t {
+  one_group,
+  ws,
+  ws_overlap,
+  ws_overlap_pingpong,
+  ws_overlap_pingpong_3stage,
+  ws_overlap_pingpong_3groups,
+  ws_overlap_pingpong_3groups_p_shared,
+  automatic
+};
 const char* fa3_schedule_name(Fa3Schedule schedule);
 
 bool fa3_supports(const ForwardParams& p);  // head dim 64 or 128, strides TMA can describe

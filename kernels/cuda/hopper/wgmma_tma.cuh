@@ -205,18 +205,24 @@ __device__ inline void wgmma_m64n64k16_rs_nt(float (&d)[32], const std::uint32_t
 #undef FC_WGMMA_RS_64
 
 // d (+)= A B^T for a 64 x 16 A and a 128 x 16 B, both K-major 16-bit in shared memory by descriptor (S = Q K^T
-// with 128 keys), fp32 accumulators in the layout above (j < 16). Issued by all 128 threads of a warpgroup.
-#define FC_WGMMA_SS_128(TYPE)                                                                                              \
+// with 128 keys), fp32 accumulators in the layout above (j < 16). Issued by all 128 threads of a warpgroup. MnB: B is
+// MN-major (imm-trans-b = 1, wgmma_descriptor_sw128_mn's layout) and d (+)= A B: O += P V with P's tile in shared
+// memory and V's tile as the register form reads it.
+#define FC_WGMMA_SS_128(TYPE, TRANS)                                                                                              \
   asm volatile("{\n.reg .pred acc;\nsetp.ne.b32 acc, %66, 0;\n"                                                          \
-               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, acc, 1, 1, 0, 0;\n}\n"  \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, acc, 1, 1, " TRANS ";\n}\n"  \
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                                                                                             \
                : "l"(a), "l"(b), "r"(accumulate))
-template <bool Fp16>
+template <bool Fp16, bool MnB = false>
 __device__ inline void wgmma_m64n128k16_ss(float (&d)[64], std::uint64_t a, std::uint64_t b, int accumulate) {
-  if constexpr (Fp16) {
-    FC_WGMMA_SS_128("f16.f16");
+  if constexpr (Fp16 && MnB) {
+    FC_WGMMA_SS_128("f16.f16", "0, 1");
+  } else if constexpr (Fp16) {
+    FC_WGMMA_SS_128("f16.f16", "0, 0");
+  } else if constexpr (MnB) {
+    FC_WGMMA_SS_128("bf16.bf16", "0, 1");
   } else {
-    FC_WGMMA_SS_128("bf16.bf16");
+    FC_WGMMA_SS_128("bf16.bf16", "0, 0");
   }
 }
 #undef FC_WGMMA_SS_128

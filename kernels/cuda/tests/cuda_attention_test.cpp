@@ -91,6 +91,8 @@ const GpuSubject kGpuSubjects[] = {
     {"fa3_ws_overlap_pingpong_3stage", "cuda.fa3", {{"schedule", "ws_overlap_pingpong_3stage"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     // (auto runs three groups at d = 64: this is the two-group schedule there)
     {"fa3_ws_overlap_pingpong", "cuda.fa3", {{"schedule", "ws_overlap_pingpong"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
+    // (three groups at d = 128, P in shared memory; d = 128 only)
+    {"fa3_3groups_p_shared", "cuda.fa3", {{"schedule", "ws_overlap_pingpong_3groups_p_shared"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     // (key tiles of 176: P is rounded against the running max of other tiles, so the twin tiles its keys the same way)
     {"fa3_key_tile_176", "cuda.fa3", {{"key_tile", "176"}}, make_cpu_fa3_key_tile_176, {Op::fwd}, 0},
     // (Hopper only, fwd only; FA4's softmax against the CPU twins with the same rules)

@@ -2,6 +2,7 @@
 // every schedule must give one_group's O and L bit for bit. The shapes reach each schedule's edges: one key
 // tile and several (the overlapped loop's last step is its own code; 1, 2, 3 and 5 tiles), key and query tails,
 // a CTA whose second warpgroup has no rows (Nq <= 64; with three groups, Nq <= 128 leaves the third without),
+// P held in registers and (3groups_p_shared) in shared memory,
 // both causal alignments (the lower warpgroups walk fully masked tiles, and with Nq > Nk rows see no key), GQA,
 // stochastic rounding (the same words), bf16 and fp16, head dims 64 and 128.
 #include <gtest/gtest.h>
@@ -31,7 +32,8 @@ TEST(Fa3Schedules, EveryScheduleGivesOneGroupsBits) {
   REQUIRE_HOPPER();
   auto reference = fa3_with("one_group");
   ASSERT_TRUE(reference) << "cuda.fa3 is not registered on this Hopper GPU";
-  const char* schedules[] = {"ws", "ws_overlap", "ws_overlap_pingpong", "ws_overlap_pingpong_3stage", "ws_overlap_pingpong_3groups", "auto"};
+  const char* schedules[] = {"ws", "ws_overlap", "ws_overlap_pingpong", "ws_overlap_pingpong_3stage", "ws_overlap_pingpong_3groups",
+                             "ws_overlap_pingpong_3groups_p_shared", "auto"};
   std::vector<gradcheck::Case> cases;
   for (const char* policy : {"bf16", "bf16,round=sr,seed=5", "fp16"}) {
     for (int d : {64, 128}) {
@@ -55,7 +57,7 @@ TEST(Fa3Schedules, EveryScheduleGivesOneGroupsBits) {
     const gradcheck::Outputs want = gradcheck::Caller(*reference, c).fwd(in.q, in.k, in.v);
     for (const char* schedule : schedules) {
       auto subject = fa3_with(schedule);
-      if (!subject->info().supports_head_dim(c.shape.head_dim)) continue;  // (3groups: d = 64 only)
+      if (!subject->info().supports_head_dim(c.shape.head_dim)) continue;  // (3groups: d = 64 only; 3groups_p_shared: d = 128 only)
       const gradcheck::Outputs got = gradcheck::Caller(*subject, c).fwd(in.q, in.k, in.v);
       for (const char* t : {"O", "L"}) {
         const testing::Difference d = testing::differing(got.at(t).values(), want.at(t).values());

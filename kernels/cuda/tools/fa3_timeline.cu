@@ -8,7 +8,8 @@
 //   S wait      until S_{j+1} is complete;
 //   softmax     the online softmax of S_{j+1};
 //   PV wait     until P_j V_j is complete;
-//   pack        O's rescale and P_{j+1} into A fragments;
+//   pack        O's rescale and P_{j+1} into A fragments (with --groups 3 at d = 128: into the group's P tile in shared
+//               memory, ws_overlap_pingpong_3groups_p_shared);
 //   period      from one step's issue to the next.
 // Medians over the steady state (loop steps 2 .. n - 3 of a CTA's n = key tiles - 1) of the 8 CTAs with the last
 // query tiles of one head (under a causal mask, the longest). The stamps cost a few percent; the tensor pipe's
@@ -79,7 +80,7 @@ Config parse(int argc, char** argv) {
   if (c.d != 64 && c.d != 128) usage_error("--d " + std::to_string(c.d) + ": 64 or 128");
   if (c.key_tile != 128 && c.key_tile != 176) usage_error("--key-tile " + std::to_string(c.key_tile) + ": 128 or 176");
   if (c.groups != 2 && c.groups != 3) usage_error("--groups " + std::to_string(c.groups) + ": 2 or 3");
-  if (c.groups == 3 && (c.d != 64 || c.key_tile != 128)) usage_error("--groups 3 runs at --d 64 with --key-tile 128 only (cuda.fa3's registers)");
+  if (c.groups == 3 && c.key_tile != 128) usage_error("--groups 3 runs with --key-tile 128 only (cuda.fa3's registers)");
   if (c.n > 16384 || 16384 % c.n != 0) usage_error("--n " + std::to_string(c.n) + ": a divisor of 16384 (B = 16384 / N)");
   if (c.n < 8 * c.key_tile) usage_error("--n " + std::to_string(c.n) + ": at least 8 key tiles (" + std::to_string(8 * c.key_tile) + "), for steady-state steps");
   return c;
@@ -95,9 +96,9 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-template <int D, int BlockN, int Groups>
+template <int D, int BlockN, int Groups, bool PShared = false>
 struct Run {
-  using Ops = Wide16Ops<T, D, BlockN>;
+  using Ops = Wide16Ops<T, D, BlockN, PShared>;
   using Layout = WsLayout<Groups>;
   static constexpr std::size_t kBytes = ws_smem_bytes<Ops, 2, false, Groups>();
 
@@ -114,9 +115,9 @@ struct Run {
   }
 };
 
-template <int D, int BlockN, int Groups>
+template <int D, int BlockN, int Groups, bool PShared = false>
 void measure(const Config& c, const ForwardParams& p) {
-  using R = Run<D, BlockN, Groups>;
+  using R = Run<D, BlockN, Groups, PShared>;
   using Layout = typename R::Layout;
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "cudaEventCreate");
@@ -183,6 +184,7 @@ template <int D>
 void dispatch(const Config& c, const ForwardParams& p) {
   if (c.groups == 3) {
     if constexpr (D == 64) return measure<64, 128, 3>(c, p);
+    if constexpr (D == 128) return measure<128, 128, 3, true>(c, p);  // (P in shared memory: O and S fit 160 registers)
   } else if (c.key_tile == 176) {
     return measure<D, 176, 2>(c, p);
   } else {
