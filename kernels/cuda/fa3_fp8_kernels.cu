@@ -57,7 +57,7 @@ __device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
 // the A fragments' order, so V^T's key order is unchanged) and P V reads it from there (QGMMA SS), FA3's
 // Mma1_is_RS = false. P then holds no registers across the next S's product, which is what lets three consumer
 // groups of 160 registers run at d = 128: O 64 + S 64 (with P's 16 in registers too ptxas serialised every wgmma, C7512;
-// without them it spills 220 bytes, about 8 local loads and stores in the unmasked step, more in the masked one).
+// without them it spills 220 bytes: a few local loads and stores in the unmasked step, more in the masked one).
 template <class Out_, int D, int BlockN = fa3::kBlockN, bool PShared = false>
 struct E4m3Ops {
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
