@@ -256,8 +256,11 @@ void launch_fp8(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v
 
 }  // namespace
 
-// (automatic: registers until an A/B measures the shared form faster, NOTES "P from shared memory")
-bool fa3_fp8_p_from_shared(const Fp8ForwardParams& f) { return f.p_operand == Fp8POperand::shared; }
+// automatic: shared wherever it runs (d = 128 with 128-key tiles), + 5-7 % without a mask on the H200 (NOTES "P from
+// shared memory"); it gives the register path's bits, so the choice changes the time only.
+bool fa3_fp8_p_from_shared(const Fp8ForwardParams& f) {
+  return f.p_operand == Fp8POperand::shared || (f.p_operand == Fp8POperand::automatic && fp8_p_shared_supported(f.block_k, f.p.shape.head_dim));
+}
 
 bool fa3_fp8_supports(const ForwardParams& p) {
   const AttentionShapeParams& s = p.shape;

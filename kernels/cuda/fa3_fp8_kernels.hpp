@@ -29,7 +29,7 @@ inline int fp8_vt_keys(int seq_k) { return (seq_k + 127) / 128 * 128; }
 // Where P V reads P (the A operand) from: registers (two consumer warpgroups at d = 128, three at d = 64) or a tile in
 // shared memory (three consumer warpgroups at d = 128, key tiles of 128 only: without P's 16 registers ptxas no longer
 // serialises the wgmma of three groups of 160 registers, though the step still spills: kernels/cuda/NOTES.md, "P from
-// shared memory"). automatic is registers until the shared form is measured faster.
+// shared memory"). automatic is shared where fp8_p_shared_supported allows it, registers elsewhere.
 enum class Fp8POperand : std::uint8_t { automatic, registers, shared };
 inline bool fp8_p_shared_supported(int block_k, int head_dim) { return block_k == 128 && head_dim == 128; }
 

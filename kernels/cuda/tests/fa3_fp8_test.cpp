@@ -414,11 +414,16 @@ TEST(CudaFa3Fp8, TimesBothOperandForms) {
   gpu->set_option("operands", "e4m3");
 }
 
-TEST(CudaFa3Fp8, PFromSharedMemoryOnlyWhenAsked) {
+TEST(CudaFa3Fp8, PFromSharedMemoryUnderAutoOrWhenAsked) {
   // (host only: which kernel fa3_fp8_forward launches for each setting)
   Fp8ForwardParams f;
   f.p.shape.head_dim = 128, f.block_k = 128;
-  EXPECT_FALSE(fa3_fp8_p_from_shared(f)) << "auto";
+  EXPECT_TRUE(fa3_fp8_p_from_shared(f)) << "auto at d = 128, block_k 128";
+  f.block_k = 224;
+  EXPECT_FALSE(fa3_fp8_p_from_shared(f)) << "auto with 224-key tiles";
+  f.p.shape.head_dim = 64, f.block_k = 128;
+  EXPECT_FALSE(fa3_fp8_p_from_shared(f)) << "auto at d = 64";
+  f.p.shape.head_dim = 128;
   f.p_operand = Fp8POperand::registers;
   EXPECT_FALSE(fa3_fp8_p_from_shared(f));
   f.p_operand = Fp8POperand::shared;
