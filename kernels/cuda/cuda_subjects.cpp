@@ -329,8 +329,8 @@ class CudaFa3 final : public CudaAttentionSubject {
                       "ws_overlap (and Q K^T of the next tile issued with P V), ws_overlap_pingpong (and the groups take turns), "
                       "ws_overlap_pingpong_3stage (with a 3-stage ring), ws_overlap_pingpong_3groups (three consumer warpgroups in "
                       "turn, 192 rows per CTA; d = 64 only, so the subject then offers d = 64 alone, its backward too), "
-                      "ws_overlap_pingpong_3groups_p_shared (the same at d = 128 only, P V reading P from shared memory; not yet run on a "
-                      "GPU), or auto (3groups at d = 64, ws_overlap_pingpong at d = 128 and with key_tile=176)"},
+                      "ws_overlap_pingpong_3groups_p_shared (the same at d = 128 only, P V reading P from shared memory; 1-10 % slower "
+                      "than ws_overlap_pingpong there on an H200), or auto (3groups at d = 64, ws_overlap_pingpong at d = 128 and with key_tile=176)"},
                      {"bwd", "fused",
                       "fused (one key-tiled pass; dQ's partials added into an fp32 accumulator by atomics, so its bits vary "
                       "from run to run) or two_pass (a key-tiled dK/dV pass and a query-tiled dQ pass: deterministic)"},
