@@ -47,6 +47,8 @@ jobs=$(nproc)
 
 gather() {
   for log in "$out"/*.log; do echo "===== $(basename "$log")"; cat "$log"; done > "$final_out/logs.txt"
+  # (the gpu step's shard outputs too, so a cut-short run still shows which tests passed and which were running)
+  compgen -G "$out/shard-*.txt" > /dev/null && for f in "$out"/shard-*.txt; do echo "===== $(basename "$f")"; cat "$f"; done > "$final_out/shards.txt"
   [ -f "$out/bench/bench.jsonl" ] && cp "$out/bench/bench.jsonl" "$final_out/"
   [ -d "$out/bench-ab" ] && cat "$out"/bench-ab/*/bench.jsonl > "$final_out/bench-ab.jsonl" 2>/dev/null
   return 0
