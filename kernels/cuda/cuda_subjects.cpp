@@ -311,6 +311,13 @@ class CudaFa1 final : public CudaAttentionSubject {
 // kept so that one bench run compares them; the arithmetic and so the bits are the same in each. The option `bwd`
 // picks the fused backward (dQ by fp32 atomics, FA3's default; not bitwise reproducible) or the deterministic two
 // passes; the subject's `deterministic` flag follows it, so the harness checks run-to-run bits only for the latter.
+// The option `epilogue` of cuda.fa3 and cuda.fa4 (Fa3Epilogue).
+Fa3Epilogue parse_epilogue(const std::string& who, const std::string& value) {
+  if (value == "automatic") return Fa3Epilogue::automatic;
+  if (value == "stores") return Fa3Epilogue::stores;
+  throw SubjectError(who + ": epilogue=" + value + ": automatic or stores");
+}
+
 class CudaFa3 final : public CudaAttentionSubject {
  public:
   CudaFa3() {
@@ -344,7 +351,11 @@ class CudaFa3 final : public CudaAttentionSubject {
                      {"bwd_grid", "tiles",
                       "the backward's key-tiled pass: tiles (a CTA per key tile of 128), persistent (a CTA per SM walking the "
                       "tiles in the same order, the next tile's K and V loaded during this tile's epilogue) or a number of CTAs "
-                      "to walk them. The same arithmetic in each"}};
+                      "to walk them. The same arithmetic in each"},
+                     {"epilogue", "automatic",
+                      "automatic: the forward stores O through shared memory and one TMA store per 64-column box (FA3's epilogue) where O is "
+                      "rounded to nearest and TMA can write it, 4-byte global stores otherwise (and always under cuda.fa4's persistent "
+                      "scheduler); stores: always the latter. The same bits"}};
   }
 
   void set_option(const std::string& name, const std::string& value) override {
@@ -382,7 +393,12 @@ class CudaFa3 final : public CudaAttentionSubject {
       key_pass_ctas_ = ctas;
       return;
     }
-    if (name != "schedule") throw SubjectError(info_.name + ": no option " + name + " (schedule, bwd, key_tile, dq_convert, bwd_grid)");
+    if (name == "epilogue") {
+      epilogue_ = parse_epilogue(info_.name, value);
+      info_.options[5].value = value;
+      return;
+    }
+    if (name != "schedule") throw SubjectError(info_.name + ": no option " + name + " (schedule, bwd, key_tile, dq_convert, bwd_grid, epilogue)");
     for (Fa3Schedule s : kSchedules) {
       if (value == fa3_schedule_name(s)) {
         if (key_tile_ != 128 && s != Fa3Schedule::ws_overlap_pingpong) throw SubjectError(info_.name + ": schedule=" + value + " runs with key_tile=128 only");
@@ -405,7 +421,7 @@ class CudaFa3 final : public CudaAttentionSubject {
   }
 
  protected:
-  void forward(const ForwardParams& p, cudaStream_t stream) override { fa3_forward(p, schedule_, stream, key_tile_); }
+  void forward(const ForwardParams& p, cudaStream_t stream) override { fa3_forward(p, schedule_, stream, key_tile_, epilogue_); }
   void backward(const BackwardParams& p, cudaStream_t stream) override { fa3_backward(p, stream); }
   bool needs_dq_accum() const override { return !info_.deterministic; }
   bool needs_dq_ready() const override { return !info_.deterministic && dq_overlapped_; }
@@ -420,6 +436,7 @@ class CudaFa3 final : public CudaAttentionSubject {
   int key_tile_ = 128;
   bool dq_overlapped_ = true;  // (option dq_convert)
   int key_pass_ctas_ = 0;  // (option bwd_grid: BackwardParams::key_pass_ctas)
+  Fa3Epilogue epilogue_ = Fa3Epilogue::automatic;
 };
 
 // cuda.fa4 (kernels/cuda/NOTES.md): cuda.fa3's forward pipeline (ws_overlap_pingpong; with the grid scheduler at
@@ -467,8 +484,10 @@ class CudaFa4 final : public CudaAttentionSubject {
     } else if (name == "scheduler") {
       if (value != "auto" && value != "grid" && value != "persistent") throw SubjectError(info_.name + ": scheduler=" + value + ": auto, grid or persistent");
       scheduler_ = value;
+    } else if (name == "epilogue") {
+      fa4_.epilogue = parse_epilogue(info_.name, value);
     } else {
-      throw SubjectError(info_.name + ": no option " + name + " (tau, exp2_fraction, scheduler)");
+      throw SubjectError(info_.name + ": no option " + name + " (tau, exp2_fraction, scheduler, epilogue)");
     }
     refresh_options();
   }
@@ -510,7 +529,10 @@ class CudaFa4 final : public CudaAttentionSubject {
                       "share of the exponentials by the cubic exp2 emulation on the FMA pipes: 0, 0.125 or 0.5"},
                      {"scheduler", scheduler_,
                       "grid: one CTA per 128-row query tile; persistent: one CTA per SM walking the tiles longest first, heads in "
-                      "L2-sized sections; auto: persistent under a causal mask at d = 128, else grid"}};
+                      "L2-sized sections; auto: persistent under a causal mask at d = 128, else grid"},
+                     {"epilogue", fa4_.epilogue == Fa3Epilogue::stores ? "stores" : "automatic", "automatic: the forward stores O through shared memory and one TMA store per 64-column box (FA3's epilogue) where O is "
+                      "rounded to nearest and TMA can write it, 4-byte global stores otherwise (and always under cuda.fa4's persistent "
+                      "scheduler); stores: always the latter. The same bits"}};
   }
 
   // Where the persistent scheduler measured faster (H200, kernels/cuda/NOTES.md "The persistent forward's step", and

@@ -290,6 +290,30 @@ __device__ inline void rescale(float (&o)[NB][4], const float (&alpha)[2]) {
   for (auto& x : o) x[0] *= alpha[0], x[1] *= alpha[0], x[2] *= alpha[1], x[3] *= alpha[1];
 }
 
+// The epilogue's row totals: l of this thread's two rows summed over the quad, and 1 / l (0 for a row with no
+// visible key, whose O is then 0).
+struct RowTotals {
+  float l[2], inv[2];
+};
+__device__ inline RowTotals row_totals(const RowStats& st) {
+  RowTotals r;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) r.l[i] = quad_sum(st.l[i]), r.inv[i] = r.l[i] == 0.f ? 0.f : 1.f / r.l[i];
+  return r;
+}
+// L = (m + log2 l) ln 2 of this thread's rows that lie before Nq (stored by the quad's first thread); -inf for a row
+// with no visible key.
+__device__ inline void store_lse(const RowStats& st, const RowTotals& r, const GroupThread& th, const ForwardParams& p, int h, int b) {
+  const std::uint64_t o_row_base = (static_cast<std::uint64_t>(b) * p.shape.heads_q + h) * p.shape.seq_q;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = th.row0 + 8 * i;
+    if (th.t == 0 && row < p.shape.seq_q) {
+      p.lse[o_row_base + row] = r.l[i] == 0.f ? -INFINITY : static_cast<float>(static_cast<double>(st.m[i] + log2f(r.l[i])) * 0.6931471805599453);
+    }
+  }
+}
+
 // O = acc / l, L = (m + log2 l) ln 2; a row with no visible key: O = 0, L = -inf. fa2_forward's epilogue.
 // Scaled (FP8 block exponents): acc holds O in units of 2^o_exp, so O = (acc / l) 2^o_exp: the one rounding of
 // acc (1 / l), then two exact powers of two (2^o_exp split in halves, each inside fp32's normal range, where
@@ -299,13 +323,12 @@ __device__ inline void store_rows(const float (&o)[D / 8][4], RowStats& st, cons
   const AttentionShapeParams& s = p.shape;
   auto* out = static_cast<T*>(p.o.data) + b * p.o.batch + h * p.o.head;
   const std::uint64_t o_row_base = (static_cast<std::uint64_t>(b) * s.heads_q + h) * s.seq_q;
+  const RowTotals totals = row_totals(st);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const float l = quad_sum(st.l[r]);
     const int row = th.row0 + 8 * r;
     if (row >= s.seq_q) continue;
-    const bool empty = l == 0.f;
-    const float inv = empty ? 0.f : 1.f / l;
+    const float inv = totals.inv[r];
     const std::uint64_t index0 = (o_row_base + row) * D;
 #pragma unroll
     for (int nb = 0; nb < D / 8; ++nb) {
@@ -317,8 +340,37 @@ __device__ inline void store_rows(const float (&o)[D / 8][4], RowStats& st, cons
       }
       store_pair<T>(out + row * p.o.row + col, x0, x1, p.rounding, p.o_stream, index0 + col);
     }
-    if (th.t == 0) p.lse[o_row_base + row] = empty ? -INFINITY : static_cast<float>(static_cast<double>(st.m[r] + log2f(l)) * 0.6931471805599453);
   }
+  store_lse(st, totals, th, p, h, b);
+}
+
+// O of a warpgroup's 64 rows through shared memory and TMA (FA3's epilogue), for outputs rounded to nearest: O / l
+// rounded into `tile` (64 rows x D, store_p_tile's layout, which is the O map's 128-byte swizzle in D / 64 boxes of
+// 64 columns), then one bulk store per box by the group's first thread (`issuer`), rows past Nq clipped by the map;
+// L as store_rows stores it. The same bits as store_rows (the same products and the same cvt.rn); a CTA's epilogue
+// shortens from about 6300 to 3500 SM clocks (NOTES: "O by TMA"). The tile must be free (the caller syncs the group
+// after the last reads of it), and `group_barrier` (a named barrier of the group's 128 threads) orders each thread's
+// writes before the issuer's store. The issuer must wait for the store's reads (bulk_wait_read) before the CTA exits.
+template <class T, int D>
+__device__ inline void store_rows_by_tma(unsigned char* tile, const float (&o)[D / 8][4], RowStats& st, const GroupThread& th, const ForwardParams& p,
+                                         const CUtensorMap* o_map, int h, int b, int group_barrier, bool issuer) {
+  const RowTotals totals = row_totals(st);
+  float scaled[D / 8][4];
+#pragma unroll
+  for (int nb = 0; nb < D / 8; ++nb) {
+    scaled[nb][0] = o[nb][0] * totals.inv[0], scaled[nb][1] = o[nb][1] * totals.inv[0];
+    scaled[nb][2] = o[nb][2] * totals.inv[1], scaled[nb][3] = o[nb][3] * totals.inv[1];
+  }
+  std::uint32_t words[D / 16][4];
+  a_fragments<T>(words, scaled);
+  store_p_tile(tile, words);  // (and the async-proxy fence)
+  named_barrier_sync(group_barrier, 128);
+  if (issuer) {
+#pragma unroll
+    for (int half = 0; half < D / 64; ++half) tma_store_4d(o_map, tile + half * kQBox, 64 * half, th.m0, h, b);
+    bulk_commit();
+  }
+  store_lse(st, totals, th, p, h, b);
 }
 
 __device__ inline unsigned char* aligned_smem(unsigned char* raw) {
@@ -429,6 +481,7 @@ constexpr int kForwardGroups = D == 64 ? 3 : 2;
 // c, c + gridDim.x, ..., measured 17-20 % slower than the grid at d = 128 causal: 3e801e6.)
 struct WorkTiles {
   int m_tiles = 0, heads = 0, pairs = 0, section = 1;
+  bool o_by_tma = false;  // (the grid: !persistent) O leaves through shared memory and the O map (store_rows_by_tma)
 
   __device__ int count(bool persistent) const { return persistent ? m_tiles * pairs : 1; }
   __device__ CtaTile at(int i, bool persistent) const {
@@ -444,21 +497,46 @@ struct WorkTiles {
 
 // Timeline stamps of the overlapped loop, for kernels/cuda/tools/fa3_timeline.cu (NOTES: "Where a step's time goes").
 // NoTimeline, every launcher's, compiles to nothing. ClockTimeline: thread 0 of each consumer group writes clock64()
-// at each point of each step of the CTAs (x < kCtas, head, batch 0) into stamps[kCtas][kMaxGroups][kSteps][kPoints].
+// at each point of each step of the CTAs (x < kCtas, head, batch 0) into stamps[kCtas][kMaxGroups][kSteps][kPoints];
+// and, where `tiles` is set, at the points of every work tile (item: the CTA's linear index in the grid, the tile's
+// index under the persistent scheduler) into tiles[items][kTileRecord]: per group its kTilePoints, then the SM.
+// Within one SM clock64() is one counter, so the tiles of an SM can be laid end to end.
 enum TimelinePoint : int { kTurnWait, kIssue, kIssued, kSReady, kSoftmaxDone, kPvDone, kPacked, kTimelinePoints };
+enum TilePoint : int {
+  kTileOpen,      // the group's Q is in shared memory
+  kTileLoop,      // the first P is packed: the tile's turns start
+  kTileLastTurn,  // the turn of the tile's last P V begins
+  kTileStored,    // O and L are stored
+  kTilePoints
+};
 struct NoTimeline {
   __device__ void mark(int /*group*/, int /*step*/, TimelinePoint /*point*/) const {}
+  __device__ void mark_tile(int /*group*/, int /*item*/, TilePoint /*point*/) const {}
 };
 struct ClockTimeline {
-  static constexpr int kCtas = 8, kMaxGroups = 3, kSteps = 256;
+  static constexpr int kCtas = 8, kMaxGroups = 3, kSteps = 256, kTileRecord = kMaxGroups * kTilePoints + 1;
   long long* stamps = nullptr;
-  int head = 0;
+  long long* tiles = nullptr;
+  int head = 0, items = 0;
   __device__ void mark(int group, int step, TimelinePoint point) const {
     if (threadIdx.x % 128 != 0 || blockIdx.y != static_cast<unsigned>(head) || blockIdx.z != 0 || blockIdx.x >= kCtas || step >= kSteps) return;
     stamps[((blockIdx.x * kMaxGroups + group) * kSteps + step) * kTimelinePoints + point] = clock64();
   }
+  __device__ void mark_tile(int group, int item, TilePoint point) const {
+    if (threadIdx.x % 128 != 0 || tiles == nullptr || item < 0 || item >= items) return;
+    long long* record = tiles + static_cast<long long>(item) * kTileRecord;
+    record[group * kTilePoints + point] = clock64();
+    unsigned sm = 0;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    record[kTileRecord - 1] = sm;
+  }
 };
 
+
+// O's staging tile of a group for store_rows_by_tma: 64 rows x D of the output type (the grid kernel stages it in the
+// group's Q tile).
+template <class Ops>
+constexpr unsigned kOStageBytes = Tiles<typename Ops::Out, Ops::kD>::kQBytes;
 template <class Ops, int Stages, bool Persistent, int Groups = 2>
 constexpr std::size_t ws_smem_bytes() {
   return (Persistent ? 2 : 1) * Groups * Ops::kQBytes + Stages * (Ops::kKBytes + Ops::kVBytes) + Groups * Ops::kPBytes + 1024;
@@ -466,7 +544,8 @@ constexpr std::size_t ws_smem_bytes() {
 
 template <class Ops, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule, bool Persistent = false, int Groups = 2, class Timeline = NoTimeline>
 __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
-                                                                                      const __grid_constant__ CUtensorMap v_map, const ForwardParams p,
+                                                                                      const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap o_map,
+                                                                                      const ForwardParams p,
                                                                                       const WorkTiles work, const BlockExponents ex, const Timeline timeline) {
   static_assert(!PingPong || Overlap, "the turns cover the pair of products a step issues together");
   static_assert(!Ops::kBlockScales || Overlap, "block exponents are applied by the overlapped schedule");
@@ -554,6 +633,14 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   // group 0 syncs once more at the end, so every arrival is matched whatever the number of turns.
   const int my_turn = kTurnBarrier + group, other_turn = kTurnBarrier + (group + 1) % kGroups;
   if (PingPong && group == kGroups - 1) named_barrier_arrive(other_turn, kTurnThreads);
+  // O by TMA (work.o_by_tma; the grid kernel): staged in the group's Q tile, free once its last S is complete (the
+  // group's barrier in store_rows_by_tma orders every warp's wait for it before any thread's writes). The persistent
+  // kernel stores by store_rows: its Q buffer is reloaded with a later tile's Q while a store could still read it.
+  // (FP8's block exponents scale O in store_rows; and an e4m3 Q tile is too small to stage a 16-bit O in.)
+  constexpr bool kCanStageO = !Persistent && !Ops::kBlockScales && Ops::kQBytes >= kOStageBytes<Ops>;
+  const bool o_by_tma = kCanStageO && work.o_by_tma;
+  const bool issuer = threadIdx.x % 128 == 0;
+  const int epilogue_barrier = kTurnBarrier + kGroups + group;  // (after the turns' barriers)
   int rescales = 0, kv = 0;
   for (int local = 0; local < (Persistent ? tiles : 1); ++local) {
     const int qb = local % kQBuffers;
@@ -562,6 +649,9 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
     if (Persistent && i >= tiles) break;
     const CtaTile c = work.at(i, Persistent);
     const int n_tiles = key_tiles_of(c);
+    // (the timeline's work tile: the tile's index under the persistent scheduler, the CTA's in the grid)
+    const int item = Persistent ? i : static_cast<int>((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
+    timeline.mark_tile(group, item, kTileOpen);
     const GroupThread th(c.m_tile * kRows + group * kGroupRows, threadIdx.x % 128);
     const unsigned char* sQg = sQ + (qb * kGroups + group) * Ops::kQBytes;
     float o[D / 8][4];
@@ -621,6 +711,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         if constexpr (Ops::kBlockScales) o_exp = v_exps[0];
         Ops::pack(pa, sc, sPg);
       }
+      timeline.mark_tile(group, item, kTileLoop);
       for (int j = 0; j + 1 < n_tiles; ++j) {
         // (persistent: the ring position and Q's buffer through warp_uniform inside the step; without it ptxas hoisted
         // the tile's descriptors out of the step into vector registers: 172 instructions from the turn barrier to the
@@ -658,6 +749,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
       if (n_tiles > 0) {
         const int e = kv + n_tiles - 1;
         if (PingPong) named_barrier_sync(my_turn, kTurnThreads);
+        timeline.mark_tile(group, item, kTileLastTurn);
         mbarrier_wait(&v_full[e % Stages], parity(e));
         Ops::pv(o, pa, sPg, v_tile(e));
         if (PingPong) named_barrier_arrive(other_turn, kTurnThreads);
@@ -669,11 +761,18 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
     // rewrites after this release, so __syncwarp orders those reads before lane 0's arrival)
     if constexpr (Persistent) __syncwarp();
     if (releaser) mbarrier_arrive(&q_empty[qb]);
-    store_rows<typename Ops::Out, D, Ops::kBlockScales>(o, st, th, p, c.h, c.b, o_exp);
+    if (o_by_tma) {
+      named_barrier_sync(epilogue_barrier, 128);
+      store_rows_by_tma<typename Ops::Out, D>(sQ + group * Ops::kQBytes, o, st, th, p, &o_map, c.h, c.b, epilogue_barrier, issuer);
+    } else {
+      store_rows<typename Ops::Out, D, Ops::kBlockScales>(o, st, th, p, c.h, c.b, o_exp);
+    }
+    timeline.mark_tile(group, item, kTileStored);
     rescales += st.rescales;
     kv += n_tiles;
   }
   if (PingPong && group == 0) named_barrier_sync(my_turn, kTurnThreads);  // (the last group's last arrival)
+  if (issuer && o_by_tma) bulk_wait_read<0>();  // (the staging tile is read before the CTA's shared memory goes)
   if constexpr (Rule::kSelective) {
     // (an integer sum: the same total in any order)
 #pragma unroll
@@ -704,12 +803,24 @@ inline MapStrides strides_of(const Strided& x, int batch, int heads, int rows, i
 inline bool tma_readable16(const Strided& x, int batch, int heads, int rows, int dim) {
   return strides_of(x, batch, heads, rows, dim).valid(8) && reinterpret_cast<std::uintptr_t>(x.data) % 16 == 0;
 }
+// An output's layout as the Strided that strides_of, tma_readable16 and map_sw128 take (a tensor map describes a
+// layout, for loads and stores alike).
+inline Strided layout_of(const StridedOut& x) { return {x.data, x.batch, x.head, x.row}; }
 // x's map with the 128-byte swizzle (make_tensor_map_sw128_bhnd): boxes of 64 along d x box_rows rows. x must be
 // tma_readable16.
 inline CUtensorMap map_sw128(const Strided& x, StorageType type, const AttentionShapeParams& s, int heads, int rows, std::uint32_t box_rows) {
   const MapStrides m = strides_of(x, s.batch, heads, rows, s.head_dim);
   const Element16 element = type == StorageType::fp16 ? Element16::fp16 : Element16::bf16;
   return make_tensor_map_sw128_bhnd(element, x.data, s.batch, heads, rows, s.head_dim, m.batch, m.head, m.row, box_rows);
+}
+// The persistent scheduler's work tiles (WorkTiles) for m_tiles query tiles per (batch, head): a section is as many
+// (batch, head) pairs as have K and V in half the L2 (a query head's share of its kv head's K and V), a power of two.
+inline WorkTiles persistent_work_tiles(const AttentionShapeParams& s, int m_tiles, std::size_t element_bytes, int l2_bytes) {
+  WorkTiles work;
+  work.m_tiles = m_tiles, work.heads = s.heads_q, work.pairs = s.heads_q * s.batch;
+  const double pair_bytes = 2.0 * s.seq_k * s.head_dim * static_cast<double>(element_bytes) / (s.heads_q / s.heads_kv);
+  while (work.section * 2 <= work.pairs && 2 * work.section * pair_bytes <= l2_bytes / 2.0) work.section *= 2;
+  return work;
 }
 // The grid of cta_tile(): query tiles of `rows` in x, heads in y, batches in z.
 inline dim3 grid_of(const AttentionShapeParams& s, int rows, const char* family) {

@@ -251,7 +251,7 @@ void launch_fp8(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v
   static_assert(bytes <= kSm90SharedBytesPerBlock, "cuda.fa3.fp8: shared memory beyond sm_90's 227 KiB per block");
   auto* kernel = fa3_forward_ws_kernel<Ops, kStages, true, true, Fa3Rule, false, kGroups>;
   allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3.fp8");
-  kernel<<<grid_of(p.shape, Layout::kCtaRows, "cuda.fa3.fp8"), Layout::kThreads, bytes, stream>>>(q, k, vt, p, WorkTiles{}, ex, NoTimeline{});
+  kernel<<<grid_of(p.shape, Layout::kCtaRows, "cuda.fa3.fp8"), Layout::kThreads, bytes, stream>>>(q, k, vt, CUtensorMap{}, p, WorkTiles{}, ex, NoTimeline{});  // (O by store_rows: block exponents)
 }
 
 }  // namespace

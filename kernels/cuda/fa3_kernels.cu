@@ -111,6 +111,8 @@ CUtensorMap map_of(const Strided& x, const ForwardParams& p, int heads, int rows
 
 struct Maps {
   CUtensorMap q, k, v;
+  CUtensorMap o{};        // (o_by_tma: O's map, the same boxes as Q's)
+  bool o_by_tma = false;  // O stored through shared memory and TMA (store_rows_by_tma): rounded to nearest, TMA-writable
 };
 
 template <class T, int D>
@@ -133,20 +135,16 @@ void launch_ws(const Maps& m, const ForwardParams& p, cudaStream_t stream, const
   const AttentionShapeParams& s = p.shape;
   const dim3 grid = grid_of(s, Layout::kCtaRows, "cuda.fa3");
   if constexpr (!Persistent) {
-    kernel<<<grid, Layout::kThreads, bytes, stream>>>(m.q, m.k, m.v, p, WorkTiles{}, BlockExponents{}, NoTimeline{});
+    WorkTiles work;
+    work.o_by_tma = m.o_by_tma;
+    kernel<<<grid, Layout::kThreads, bytes, stream>>>(m.q, m.k, m.v, m.o, p, work, BlockExponents{}, NoTimeline{});
   } else {
     int device = 0, sms = 0, l2_bytes = 0;
     check_launch_result(cudaGetDevice(&device), name);
     check_launch_result(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), name);
     check_launch_result(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device), name);
-    WorkTiles work;
-    work.m_tiles = static_cast<int>(grid.x), work.heads = s.heads_q, work.pairs = s.heads_q * s.batch;
-    // A section: as many (batch, head) pairs as have K and V in half the L2 (a query head's share of its kv
-    // head's K and V), a power of two.
-    const double pair_bytes = 2.0 * s.seq_k * D * sizeof(T) / (s.heads_q / s.heads_kv);
-    while (work.section * 2 <= work.pairs && 2 * work.section * pair_bytes <= l2_bytes / 2.0) work.section *= 2;
-    const int tiles = work.m_tiles * work.pairs;
-    kernel<<<std::min(tiles, sms), Layout::kThreads, bytes, stream>>>(m.q, m.k, m.v, p, work, BlockExponents{}, NoTimeline{});
+    const WorkTiles work = persistent_work_tiles(s, static_cast<int>(grid.x), sizeof(T), l2_bytes);  // (O by store_rows)
+    kernel<<<std::min(work.m_tiles * work.pairs, sms), Layout::kThreads, bytes, stream>>>(m.q, m.k, m.v, m.o, p, work, BlockExponents{}, NoTimeline{});
   }
 }
 
@@ -217,25 +215,30 @@ bool fa3_supports(const ForwardParams& p) {
 }
 
 namespace {
-Maps maps_of(const ForwardParams& p, const char* family, int key_tile = kBlockN) {
+Maps maps_of(const ForwardParams& p, const char* family, Fa3Epilogue epilogue, int key_tile = kBlockN) {
   if (!fa3_supports(p)) {
     throw std::runtime_error(std::string(family) + ": head dim 64 or 128 (got " + std::to_string(p.shape.head_dim) +
                              "), heads_q a multiple of heads_kv, a 16-byte aligned base and strides that are multiples of 8 elements only");
   }
   const AttentionShapeParams& s = p.shape;
   const auto box = static_cast<std::uint32_t>(key_tile);
-  return {map_of(p.q, p, s.heads_q, s.seq_q, kGroupRows), map_of(p.k, p, s.heads_kv, s.seq_k, box), map_of(p.v, p, s.heads_kv, s.seq_k, box)};
+  Maps m{map_of(p.q, p, s.heads_q, s.seq_q, kGroupRows), map_of(p.k, p, s.heads_kv, s.seq_k, box), map_of(p.v, p, s.heads_kv, s.seq_k, box)};
+  // (stochastic rounding draws each element's word by its index: store_rows rounds and stores element by element)
+  const Strided o = layout_of(p.o);
+  m.o_by_tma = epilogue == Fa3Epilogue::automatic && !p.rounding.stochastic && tma_readable16(o, s.batch, s.heads_q, s.seq_q, s.head_dim);
+  if (m.o_by_tma) m.o = map_of(o, p, s.heads_q, s.seq_q, kGroupRows);
+  return m;
 }
 }  // namespace
 
-void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream, int key_tile) {
+void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream, int key_tile, Fa3Epilogue epilogue) {
   const bool two_group_pingpong = schedule == Fa3Schedule::ws_overlap_pingpong || schedule == Fa3Schedule::automatic;
   if (key_tile != 128 && !(key_tile == 176 && two_group_pingpong)) {
     throw std::runtime_error("cuda.fa3 forward: key tiles of " + std::to_string(key_tile) + " keys with schedule " + fa3_schedule_name(schedule) +
                              ": 128 with every schedule, 176 with ws_overlap_pingpong or auto");
   }
   const AttentionShapeParams& s = p.shape;
-  const Maps m = maps_of(p, "cuda.fa3", key_tile);  // (refuses head dims other than 64 and 128 first)
+  const Maps m = maps_of(p, "cuda.fa3", epilogue, key_tile);  // (refuses head dims other than 64 and 128 first)
   if (schedule == Fa3Schedule::ws_overlap_pingpong_3groups && s.head_dim != 64) {
     throw std::runtime_error("cuda.fa3 forward: schedule ws_overlap_pingpong_3groups at head dim 64 only (got " + std::to_string(s.head_dim) +
                              "): at 128, O, S and P of a group do not fit its 160 registers");
@@ -256,7 +259,7 @@ void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stre
 
 void fa4_forward(const ForwardParams& p, const Fa4Options& options, cudaStream_t stream) {
   const AttentionShapeParams& s = p.shape;
-  const Maps m = maps_of(p, "cuda.fa4");
+  const Maps m = maps_of(p, "cuda.fa4", options.epilogue);
   const char* name = "fa4";
   const bool fp16 = p.type == StorageType::fp16;
   if (s.head_dim == 128) {

@@ -42,7 +42,12 @@ bool fa3_supports(const ForwardParams& p);  // head dim 64 or 128, strides TMA c
 // (FA3's tile for 16-bit d = 128 without a mask; schedules ws_overlap_pingpong and automatic, which then runs it). The
 // tile sets the points where the running max may move, and so where P is rounded: cpu.fa3 with block_k = key_tile is
 // its twin.
-void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream, int key_tile = 128);
+// How the warp-specialised grid kernels store O: automatic (through shared memory and one TMA store per box, FA3's
+// epilogue, where O is rounded to nearest and TMA can write it; store_rows' 4-byte global stores otherwise) or stores
+// (always store_rows). The same bits either way; the choice is there to measure it (kernels/cuda/NOTES.md, "O by TMA").
+// cuda.fa4's persistent scheduler and cuda.fa3.fp8 always take store_rows.
+enum class Fa3Epilogue : std::uint8_t { automatic, stores };
+void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream, int key_tile = 128, Fa3Epilogue epilogue = Fa3Epilogue::automatic);
 
 // dQ, dK, dV from the forward's O and L (fa3_backward.cu): D by fa2's kernel, then a key-tiled pass for dK and dV
 // that also adds dQ's partials into p.dq_accum by atomics (p.deterministic false: fused), or a key-tiled dK/dV pass
@@ -62,6 +67,7 @@ unsigned fa3_dq_ready_count(const AttentionShapeParams& s);
 struct Fa4Options {
   int emulated_eighths = 0;
   bool persistent = false;
+  Fa3Epilogue epilogue = Fa3Epilogue::automatic;
 };
 void fa4_forward(const ForwardParams& p, const Fa4Options& options, cudaStream_t stream);
 

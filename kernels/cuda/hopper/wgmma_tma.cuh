@@ -260,7 +260,15 @@ __device__ inline void tma_reduce_add_4d(const CUtensorMap* map, const void* src
       "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
 }
-// Closes this thread's current bulk group (the reductions issued since the last commit).
+// global[box at (c0, c1, c2, c3) of `map`] = the box in shared memory at src (the map's swizzled layout, 1024-byte
+// aligned), in this thread's current bulk group; entries outside the tensor are not written (a tile's rows past the
+// end). The same rules for the source as tma_reduce_add_4d's.
+__device__ inline void tma_store_4d(const CUtensorMap* map, const void* src, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(reinterpret_cast<std::uint64_t>(map)),
+               "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+// Closes this thread's current bulk group (the reductions or stores issued since the last commit).
 __device__ inline void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 // Waits until at most `Pending` of this thread's bulk groups still read their shared source.
 template <int Pending>

@@ -49,13 +49,7 @@ TEST(Fa4, AtTauZeroWithoutEmulationGivesFa3sBits) {
             c.policy = PrecisionPolicy::parse(policy);
             c.inputs = {gradcheck::Distribution::logits, 8.0};  // (a max that moves: many rescales)
             c.seed = static_cast<std::uint64_t>(d * 1000000 + nq * 1000 + nk);
-            const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
-            const gradcheck::Outputs want = gradcheck::Caller(*fa3, c).fwd(in.q, in.k, in.v);
-            const gradcheck::Outputs got = gradcheck::Caller(*fa4, c).fwd(in.q, in.k, in.v);
-            for (const char* t : {"O", "L"}) {
-              const testing::Difference d = testing::differing(got.at(t).values(), want.at(t).values());
-              EXPECT_EQ(d.count, 0u) << t << " differs from cuda.fa3's in " << d.count << " entries (first at " << d.first << ") for " << c.to_string();
-            }
+            testing::expect_forward_bits(*fa4, *fa3, c, "cuda.fa3");
             ++compared;
           }
         }
@@ -82,16 +76,8 @@ TEST(Fa4, PersistentSchedulerGivesTheGridsBits) {
             c.mask = m, c.scale = 1 / std::sqrt(static_cast<double>(d));
             c.policy = PrecisionPolicy::parse(policy);
             c.seed = static_cast<std::uint64_t>(d * 1000000 + nq * 1000 + nk);
-            const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
-            const gradcheck::Outputs want = gradcheck::Caller(*grid, c).fwd(in.q, in.k, in.v);
-            const double want_rescales = rescales_of(*grid);
-            const gradcheck::Outputs got = gradcheck::Caller(*persistent, c).fwd(in.q, in.k, in.v);
-            for (const char* t : {"O", "L"}) {
-              const testing::Difference d = testing::differing(got.at(t).values(), want.at(t).values());
-              EXPECT_EQ(d.count, 0u) << t << " differs from the grid scheduler's in " << d.count << " entries (first at " << d.first << ") for "
-                                     << c.to_string();
-            }
-            EXPECT_EQ(rescales_of(*persistent), want_rescales) << c.to_string();
+            testing::expect_forward_bits(*persistent, *grid, c, "the grid scheduler");
+            EXPECT_EQ(rescales_of(*persistent), rescales_of(*grid)) << c.to_string();
             ++compared;
           }
         }

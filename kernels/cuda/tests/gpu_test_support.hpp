@@ -1,5 +1,5 @@
 // What the GPU tests share: the skip without a device (or without a Hopper GPU), a registered subject by name,
-// the count of entries two results differ in, and the harness's case count and seed from the environment (FLASHCHECK_GPU_CASES, default 2000; FLASHCHECK_GPU_SEED, default 2026), so that
+// the count of entries two results differ in, two subjects' forwards compared bit for bit, and the harness's case count and seed from the environment (FLASHCHECK_GPU_CASES, default 2000; FLASHCHECK_GPU_SEED, default 2026), so that
 // processes with different seeds run disjoint case streams in parallel (one stream per test, serial).
 #pragma once
 
@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "gradcheck/caller.hpp"
+#include "gradcheck/inputs.hpp"
 #include "kernels/cuda/cuda_subjects.hpp"
 
 #define REQUIRE_GPU()                                                                                                         \
@@ -54,6 +56,18 @@ inline Difference differing(const std::vector<double>& got, const std::vector<do
     if (!(got[i] == want[i])) ++d.count, d.first = std::min(d.first, i);
   }
   return d;
+}
+
+// Runs the forward of `got` and of `want` on case c's inputs and expects the same O and L bits (a failure names the
+// case and `want_name`); the subjects' other state (counters) is the caller's to compare.
+inline void expect_forward_bits(Subject& got, Subject& want, const gradcheck::Case& c, const std::string& want_name) {
+  const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+  const gradcheck::Outputs want_out = gradcheck::Caller(want, c).fwd(in.q, in.k, in.v);
+  const gradcheck::Outputs got_out = gradcheck::Caller(got, c).fwd(in.q, in.k, in.v);
+  for (const char* t : {"O", "L"}) {
+    const Difference d = differing(got_out.at(t).values(), want_out.at(t).values());
+    EXPECT_EQ(d.count, 0u) << t << " differs from " << want_name << "'s in " << d.count << " entries (first at " << d.first << ") for " << c.to_string();
+  }
 }
 
 }  // namespace fc::kernels::cuda::testing

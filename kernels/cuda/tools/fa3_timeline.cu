@@ -11,11 +11,20 @@
 //   pack        O's rescale and P_{j+1} into A fragments (with --groups 3 at d = 128: into the group's P tile in shared
 //               memory, ws_overlap_pingpong_3groups_p_shared);
 //   period      from one step's issue to the next.
+// Then, without a mask, each work tile's own span (kernels/cuda/fa3_forward.cuh's tile points, every tile of the
+// launch): the prologue (Q in shared memory to the first turn), the turns, the epilogue (the last P V's turn to O
+// stored), and the span between consecutive tiles' stores on one SM less the tile's steps at the steady period: what a
+// tile costs beyond its steps (the launch, Q's load, the pipeline's fill and drain, the stores), in clocks and steps.
+// --scheduler persistent runs cuda.fa4's persistent grid (one CTA per SM, tiles claimed longest first; O by 4-byte
+// stores) with FA3's softmax, so that the two schedulers' tiles compare.
 // Medians over the steady state (loop steps 2 .. n - 3 of a CTA's n = key tiles - 1) of the 8 CTAs with the last
 // query tiles of one head (under a causal mask, the longest). The stamps cost a few percent; the tensor pipe's
 // share is the groups' products at the dense rate (4096 bf16 FLOP per clock per SM) over the period.
 //
-// Usage: fa3-timeline [--d 64|128] [--n N] [--key-tile 128|176] [--groups 2|3] [--causal] [--repeats R]
+// Usage: fa3-timeline [--d 64|128] [--n N] [--key-tile 128|176] [--groups 2|3] [--scheduler grid|persistent] [--causal]
+//                     [--section S] [--epilogue tma|stores] [--repeats R]
+// --epilogue stores: O by store_rows' 4-byte global stores instead of the grid launchers' shared memory and TMA store.
+// --section S: the persistent scheduler's (batch, head) pairs per section (its L2 grouping; the launcher's choice otherwise).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -39,12 +48,14 @@ using namespace fc::kernels::cuda::fa3;
 using T = __nv_bfloat16;
 
 struct Config {
-  int d = 128, n = 8192, key_tile = 128, groups = 2, repeats = 30;
-  bool causal = false;
+  int d = 128, n = 8192, key_tile = 128, groups = 2, repeats = 30, section = 0;  // (section 0: the launcher's choice)
+  bool causal = false, persistent = false, o_by_tma = true;
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
-  std::fprintf(stderr, "fa3-timeline: %s\nusage: fa3-timeline [--d 64|128] [--n N] [--key-tile 128|176] [--groups 2|3] [--causal] [--repeats R]\n",
+  std::fprintf(stderr,
+               "fa3-timeline: %s\nusage: fa3-timeline [--d 64|128] [--n N] [--key-tile 128|176] [--groups 2|3] [--scheduler grid|persistent] "
+               "[--section S] [--epilogue tma|stores] [--causal] [--repeats R]\n",
                what.c_str());
   std::exit(2);
 }
@@ -71,6 +82,18 @@ Config parse(int argc, char** argv) {
       c.groups = int_arg(argc, argv, i);
     } else if (a == "--repeats") {
       c.repeats = int_arg(argc, argv, i);
+    } else if (a == "--scheduler") {
+      if (i + 1 >= argc) usage_error("--scheduler needs a value");
+      const std::string v = argv[++i];
+      if (v != "grid" && v != "persistent") usage_error("--scheduler " + v + ": grid or persistent");
+      c.persistent = v == "persistent";
+    } else if (a == "--epilogue") {
+      if (i + 1 >= argc) usage_error("--epilogue needs a value");
+      const std::string v = argv[++i];
+      if (v != "tma" && v != "stores") usage_error("--epilogue " + v + ": tma or stores");
+      c.o_by_tma = v == "tma";
+    } else if (a == "--section") {
+      c.section = int_arg(argc, argv, i);
     } else if (a == "--causal") {
       c.causal = true;
     } else {
@@ -81,6 +104,8 @@ Config parse(int argc, char** argv) {
   if (c.key_tile != 128 && c.key_tile != 176) usage_error("--key-tile " + std::to_string(c.key_tile) + ": 128 or 176");
   if (c.groups != 2 && c.groups != 3) usage_error("--groups " + std::to_string(c.groups) + ": 2 or 3");
   if (c.groups == 3 && c.key_tile != 128) usage_error("--groups 3 runs with --key-tile 128 only (cuda.fa3's registers)");
+  if (c.section > 0 && !c.persistent) usage_error("--section applies to --scheduler persistent");
+  if (c.persistent && (c.groups != 2 || c.key_tile != 128)) usage_error("--scheduler persistent runs two groups and 128-key tiles (cuda.fa4's)");
   if (c.n > 16384 || 16384 % c.n != 0) usage_error("--n " + std::to_string(c.n) + ": a divisor of 16384 (B = 16384 / N)");
   if (c.n < 8 * c.key_tile) usage_error("--n " + std::to_string(c.n) + ": at least 8 key tiles (" + std::to_string(8 * c.key_tile) + "), for steady-state steps");
   return c;
@@ -96,28 +121,86 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-template <int D, int BlockN, int Groups, bool PShared = false>
+template <int D, int BlockN, int Groups, bool PShared = false, bool Persistent = false>
 struct Run {
   using Ops = Wide16Ops<T, D, BlockN, PShared>;
   using Layout = WsLayout<Groups>;
-  static constexpr std::size_t kBytes = ws_smem_bytes<Ops, 2, false, Groups>();
+  static constexpr std::size_t kBytes = ws_smem_bytes<Ops, 2, Persistent, Groups>();
 
+  // (persistent: the tile counter, cleared before each launch)
   template <class Timeline>
-  static void launch(const ForwardParams& p, const Timeline& timeline) {
+  static void launch(ForwardParams p, const Timeline& timeline, int* counter, int section, bool o_by_tma) {
     const AttentionShapeParams& s = p.shape;
     const CUtensorMap q = map_sw128(p.q, p.type, s, s.heads_q, s.seq_q, kGroupRows);
     const CUtensorMap k = map_sw128(p.k, p.type, s, s.heads_kv, s.seq_k, BlockN);
     const CUtensorMap v = map_sw128(p.v, p.type, s, s.heads_kv, s.seq_k, BlockN);
-    auto* kernel = fa3_forward_ws_kernel<Ops, 2, true, true, Fa3Rule, false, Groups, Timeline>;
+    const CUtensorMap o = map_sw128(layout_of(p.o), p.type, s, s.heads_q, s.seq_q, kGroupRows);
+    auto* kernel = fa3_forward_ws_kernel<Ops, 2, true, true, Fa3Rule, Persistent, Groups, Timeline>;
     allow_smem(kernel, static_cast<int>(kBytes), "fa3-timeline");
-    kernel<<<grid_of(s, Layout::kCtaRows, "fa3-timeline"), Layout::kThreads, kBytes>>>(q, k, v, p, WorkTiles{}, BlockExponents{}, timeline);
+    const dim3 grid = grid_of(s, Layout::kCtaRows, "fa3-timeline");
+    if constexpr (Persistent) {
+      int sms = 0, l2_bytes = 0;
+      check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
+      check(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0), "cudaDeviceGetAttribute");
+      WorkTiles work = persistent_work_tiles(s, static_cast<int>(grid.x), sizeof(T), l2_bytes);
+      if (section > 0) work.section = std::min(section, work.pairs);
+      check(cudaMemsetAsync(counter, 0, sizeof(int)), "cudaMemsetAsync (the tile counter)");
+      p.work_counter = counter;
+      kernel<<<std::min(static_cast<int>(grid.x * grid.y * grid.z), sms), Layout::kThreads, kBytes>>>(q, k, v, o, p, work, BlockExponents{}, timeline);
+    } else {
+      WorkTiles work;
+      work.o_by_tma = o_by_tma;
+      kernel<<<grid, Layout::kThreads, kBytes>>>(q, k, v, o, p, work, BlockExponents{}, timeline);
+    }
     check_launch("fa3-timeline");
   }
 };
 
-template <int D, int BlockN, int Groups, bool PShared = false>
+// Each work tile's span on its SM (non-causal: every tile walks the same key tiles), from the tile stamps of one launch.
+void print_tiles(const std::vector<long long>& rec, int items, int groups, int n_tiles) {
+  constexpr int kRecord = ClockTimeline::kTileRecord;
+  struct Tile {
+    long long sm, open, loop, last, stored;
+  };
+  std::vector<Tile> tiles;
+  std::vector<double> prologue, turns, epilogue;
+  for (int i = 0; i < items; ++i) {
+    const long long* r = rec.data() + static_cast<std::size_t>(i) * kRecord;
+    Tile t{r[kRecord - 1], 0, 0, 0, 0};
+    bool complete = true;
+    for (int g = 0; g < groups; ++g) {
+      const long long* p = r + g * kTilePoints;
+      complete = complete && p[kTileOpen] != 0 && p[kTileLoop] != 0 && p[kTileLastTurn] != 0 && p[kTileStored] != 0;
+      if (g == 0) t.open = p[kTileOpen], t.loop = p[kTileLoop], t.last = p[kTileLastTurn], t.stored = p[kTileStored];
+      t.open = std::min(t.open, p[kTileOpen]), t.stored = std::max(t.stored, p[kTileStored]);
+    }
+    if (!complete) continue;
+    tiles.push_back(t);
+    prologue.push_back(static_cast<double>(t.loop - t.open));
+    turns.push_back(static_cast<double>(t.last - t.loop));
+    epilogue.push_back(static_cast<double>(t.stored - t.last));
+  }
+  if (tiles.size() != static_cast<std::size_t>(items)) throw std::runtime_error("a work tile was not stamped");
+  std::sort(tiles.begin(), tiles.end(), [](const Tile& a, const Tile& b) { return a.sm != b.sm ? a.sm < b.sm : a.stored < b.stored; });
+  std::vector<double> span, gap;
+  for (std::size_t i = 1; i < tiles.size(); ++i) {
+    if (tiles[i].sm != tiles[i - 1].sm) continue;
+    span.push_back(static_cast<double>(tiles[i].stored - tiles[i - 1].stored));
+    gap.push_back(static_cast<double>(tiles[i].open - tiles[i - 1].stored));
+  }
+  const double step = median(turns) / (n_tiles - 1), fixed = median(span) - n_tiles * step;
+  std::printf("work tiles (%d, %d key tiles each), medians in SM clocks (group 0's points; open and stored over the groups):\n", items, n_tiles);
+  std::printf("  prologue (Q in shared memory -> first turn) %.0f; turns %.0f (%.0f a step); epilogue (last P V's turn -> stored) %.0f\n",
+              median(prologue), median(turns), step, median(epilogue));
+  std::printf("  between one tile's store and the next's on the SM: %.0f (Q of the next in shared memory %.0f after the store)\n", median(span), median(gap));
+  std::printf("  beyond the tile's %d steps: %.0f clocks, %.2f steps\n", n_tiles, fixed, fixed / step);
+}
+
+template <int D, int BlockN, int Groups, bool PShared = false, bool Persistent = false>
 void measure(const Config& c, const ForwardParams& p) {
-  using R = Run<D, BlockN, Groups, PShared>;
+  using R = Run<D, BlockN, Groups, PShared, Persistent>;
+  int* counter = nullptr;
+  check(cudaMalloc(&counter, sizeof(int)), "cudaMalloc (the tile counter)");
   using Layout = typename R::Layout;
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "cudaEventCreate");
@@ -125,7 +208,7 @@ void measure(const Config& c, const ForwardParams& p) {
   std::vector<double> ms;
   for (int i = 0; i < 10 + c.repeats; ++i) {
     check(cudaEventRecord(start), "cudaEventRecord");
-    R::launch(p, NoTimeline{});
+    R::launch(p, NoTimeline{}, counter, c.section, c.o_by_tma);
     check(cudaEventRecord(stop), "cudaEventRecord");
     check(cudaEventSynchronize(stop), "the kernel");
     float t = 0;
@@ -141,21 +224,32 @@ void measure(const Config& c, const ForwardParams& p) {
   long long* stamps = nullptr;
   check(cudaMalloc(&stamps, count * sizeof(long long)), "cudaMalloc (stamps)");
   check(cudaMemset(stamps, 0, count * sizeof(long long)), "cudaMemset");
+  const int m_tiles = (s.seq_q + Layout::kCtaRows - 1) / Layout::kCtaRows, items = m_tiles * s.heads_q * s.batch;
+  const std::size_t tile_count = static_cast<std::size_t>(items) * ClockTimeline::kTileRecord;
+  long long* tile_stamps = nullptr;
+  check(cudaMalloc(&tile_stamps, tile_count * sizeof(long long)), "cudaMalloc (tile stamps)");
+  check(cudaMemset(tile_stamps, 0, tile_count * sizeof(long long)), "cudaMemset");
   ClockTimeline timeline;
-  timeline.stamps = stamps, timeline.head = s.heads_q / 2;
-  R::launch(p, timeline);
+  timeline.stamps = stamps, timeline.head = s.heads_q / 2, timeline.tiles = tile_stamps, timeline.items = items;
+  R::launch(p, timeline, counter, c.section, c.o_by_tma);
   check(cudaDeviceSynchronize(), "the stamped kernel");
-  std::vector<long long> h(count);
+  std::vector<long long> h(count), tile_h(tile_count);
   check(cudaMemcpy(h.data(), stamps, count * sizeof(long long), cudaMemcpyDeviceToHost), "cudaMemcpy (stamps)");
+  check(cudaMemcpy(tile_h.data(), tile_stamps, tile_count * sizeof(long long), cudaMemcpyDeviceToHost), "cudaMemcpy (tile stamps)");
   check(cudaFree(stamps), "cudaFree");
+  check(cudaFree(tile_stamps), "cudaFree");
+  check(cudaFree(counter), "cudaFree");
 
   const double products = 64.0 * BlockN * D * 2 * 2 / 4096;  // one group's two products per step, clocks at the dense rate
-  std::printf("cuda.fa3 forward, bf16, d = %d, N = %d, B = %d, H = %d, %s, key tile %d, %d consumer groups: %.3f ms, %.1f TFLOP/s (median of %d, no stamps)\n",
-              D, s.seq_q, s.batch, s.heads_q, c.causal ? "causal" : "no mask", BlockN, Groups, t, flops / t / 1e9, c.repeats);
+  std::printf("cuda.fa3 forward, bf16, d = %d, N = %d, B = %d, H = %d, %s, key tile %d, %d consumer groups, %s scheduler, O by %s: %.3f ms, %.1f TFLOP/s (median of %d, no stamps)\n",
+              D, s.seq_q, s.batch, s.heads_q, c.causal ? "causal" : "no mask", BlockN, Groups,
+              !Persistent ? "grid" : c.section > 0 ? ("persistent (section " + std::to_string(c.section) + ")").c_str() : "persistent",
+              c.o_by_tma && !Persistent ? "TMA" : "stores", t, flops / t / 1e9, c.repeats);
+  if (!c.causal) print_tiles(tile_h, items, Groups, s.seq_k / BlockN);
+  if (Persistent) return;  // (the step stamps follow the grid's CTAs)
   std::printf("one group's products per step at the dense rate: %.0f clocks; medians in SM clocks over the steady-state steps of %d CTAs:\n", products, kCtas);
   std::printf("%-6s %10s %8s %8s %8s %8s %8s %8s %8s %12s\n", "group", "turn wait", "issue", "S wait", "softmax", "PV wait", "pack", "period", "steps",
               "tensor busy");
-  const int m_tiles = (s.seq_q + Layout::kCtaRows - 1) / Layout::kCtaRows;
   bool any = false;
   for (int g = 0; g < Groups; ++g) {
     std::vector<double> phase[kTimelinePoints];  // phase i: from point i to point i + 1; the last: the period
@@ -185,6 +279,8 @@ void dispatch(const Config& c, const ForwardParams& p) {
   if (c.groups == 3) {
     if constexpr (D == 64) return measure<64, 128, 3>(c, p);
     if constexpr (D == 128) return measure<128, 128, 3, true>(c, p);  // (P in shared memory: O and S fit 160 registers)
+  } else if (c.persistent) {
+    return measure<D, 128, 2, false, true>(c, p);
   } else if (c.key_tile == 176) {
     return measure<D, 176, 2>(c, p);
   } else {

@@ -1,0 +1,78 @@
+// The forwards' two ways of storing O (Fa3Epilogue): through shared memory and a TMA store per box, or by 4-byte
+// global stores. Both round O / l to nearest with cvt.rn, so they must give the same O and L bits: the grid kernels
+// that stage O (two consumer groups, three at d = 64 under auto, three with P in shared memory at d = 128, the
+// non-overlapped ws, cuda.fa4's grid scheduler), over tails (rows past Nq clipped by the map), masks, GQA and both
+// formats. Stochastic rounding always takes the global stores (each element's Philox word), as does the persistent
+// scheduler; the harness's cases cover those.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/cuda_subjects.hpp"
+#include "kernels/cuda/tests/gpu_test_support.hpp"
+
+namespace fc::kernels::cuda {
+namespace {
+
+using testing::registered_subject;
+
+TEST(Fa3Epilogue, TmaStoreGivesTheGlobalStoresBits) {
+  REQUIRE_HOPPER();
+  // (subject, option, value): each run with epilogue=automatic against the same with epilogue=stores
+  const std::vector<std::pair<std::string, std::pair<std::string, std::string>>> variants = {
+      {"cuda.fa3", {"schedule", "auto"}},
+      {"cuda.fa3", {"schedule", "ws"}},
+      {"cuda.fa3", {"schedule", "ws_overlap_pingpong_3groups_p_shared"}},
+      {"cuda.fa4", {"scheduler", "grid"}}};
+  int compared = 0;
+  for (const auto& [name, option] : variants) {
+    auto tma = registered_subject(name), stores = registered_subject(name);
+    ASSERT_TRUE(tma && stores) << name << " is registered on Hopper";
+    tma->set_option(option.first, option.second), stores->set_option(option.first, option.second);
+    stores->set_option("epilogue", "stores");
+    for (const char* policy : {"bf16", "fp16"}) {
+      for (int d : {64, 128}) {
+        if (!tma->info().supports_head_dim(d)) continue;  // (3groups_p_shared: d = 128)
+        // (tails of 1, 65 and 2000 rows; 3 x 8 query heads over 2 kv heads)
+        for (int nq : {1, 65, 2000}) {
+          for (int nk : {129, 640}) {
+            for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
+              gradcheck::Case c;
+              c.shape = {3, 8, 2, nq, nk, d, d};
+              c.mask = m, c.scale = 1 / std::sqrt(static_cast<double>(d));
+              c.policy = PrecisionPolicy::parse(policy);
+              c.seed = static_cast<std::uint64_t>(d * 1000000 + nq * 1000 + nk);
+              testing::expect_forward_bits(*tma, *stores, c, name + " " + option.first + "=" + option.second + " epilogue=stores");
+              ++compared;
+            }
+          }
+        }
+      }
+    }
+  }
+  std::cout << compared << " cases: O by TMA gives the global stores' bits\n";
+}
+
+TEST(Fa3Epilogue, IsAnOptionWithTwoValues) {
+  REQUIRE_HOPPER();
+  for (const char* name : {"cuda.fa3", "cuda.fa4"}) {
+    auto s = registered_subject(name);
+    ASSERT_TRUE(s) << name << " is registered on Hopper";
+    s->set_option("epilogue", "stores");
+    s->set_option("epilogue", "automatic");
+    try {
+      s->set_option("epilogue", "tma");
+      ADD_FAILURE() << name << " took epilogue=tma";
+    } catch (const SubjectError& e) {
+      EXPECT_NE(std::string(e.what()).find("automatic or stores"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fc::kernels::cuda
