@@ -311,12 +311,6 @@ class CudaFa1 final : public CudaAttentionSubject {
 // kept so that one bench run compares them; the arithmetic and so the bits are the same in each. The option `bwd`
 // picks the fused backward (dQ by fp32 atomics, FA3's default; not bitwise reproducible) or the deterministic two
 // passes; the subject's `deterministic` flag follows it, so the harness checks run-to-run bits only for the latter.
-// The option `epilogue` of cuda.fa3 and cuda.fa4 (Fa3Epilogue).
-Fa3Epilogue parse_epilogue(const std::string& who, const std::string& value) {
-  if (value == "automatic") return Fa3Epilogue::automatic;
-  if (value == "stores") return Fa3Epilogue::stores;
-  throw SubjectError(who + ": epilogue=" + value + ": automatic or stores");
-}
 
 class CudaFa3 final : public CudaAttentionSubject {
  public:
@@ -394,7 +388,7 @@ class CudaFa3 final : public CudaAttentionSubject {
       return;
     }
     if (name == "epilogue") {
-      epilogue_ = parse_epilogue(info_.name, value);
+      epilogue_ = parse_fa3_epilogue(info_.name, value);
       info_.options[5].value = value;
       return;
     }
@@ -485,7 +479,7 @@ class CudaFa4 final : public CudaAttentionSubject {
       if (value != "auto" && value != "grid" && value != "persistent") throw SubjectError(info_.name + ": scheduler=" + value + ": auto, grid or persistent");
       scheduler_ = value;
     } else if (name == "epilogue") {
-      fa4_.epilogue = parse_epilogue(info_.name, value);
+      fa4_.epilogue = parse_fa3_epilogue(info_.name, value);
     } else {
       throw SubjectError(info_.name + ": no option " + name + " (tau, exp2_fraction, scheduler, epilogue)");
     }
@@ -548,6 +542,12 @@ class CudaFa4 final : public CudaAttentionSubject {
 };
 
 }  // namespace
+
+Fa3Epilogue parse_fa3_epilogue(const std::string& who, const std::string& value) {
+  if (value == "automatic") return Fa3Epilogue::automatic;
+  if (value == "stores") return Fa3Epilogue::stores;
+  throw SubjectError(who + ": epilogue=" + value + ": automatic or stores");
+}
 
 std::string hopper_unavailable_reason() {
   if (std::string why = device_unavailable_reason(); !why.empty()) return why;

@@ -9,6 +9,7 @@
 //   cuda.fa3.fp8  FA3's FP8 forward on Hopper only (fa3_fp8_kernels.cu, fa3_fp8_subject.cpp)
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,11 @@ std::unique_ptr<Subject> make_cuda_fa3_fp8();   // (Hopper only)
 std::string device_unavailable_reason();
 // Empty on a Hopper GPU (compute capability 9.x), where cuda.fa3, cuda.fa4 and cuda.fa3.fp8 are registered; else why not.
 std::string hopper_unavailable_reason();
+// The option `epilogue` of cuda.fa3, cuda.fa4 and cuda.fa3.fp8 (fa3_kernels.hpp's Fa3Epilogue): "automatic" or
+// "stores"; SubjectError naming `who` otherwise.
+enum class Fa3Epilogue : std::uint8_t;
+Fa3Epilogue parse_fa3_epilogue(const std::string& who, const std::string& value);
+
 // "cuda: <the current device's name>".
 std::string device_name();
 // The SubjectInfo fields every CUDA attention family shares (fwd and bwd, bf16 and fp16, fp32 accumulation, d 64

@@ -150,20 +150,31 @@ __device__ inline void issue_pv(float (&o)[D / 8][4], const std::uint32_t (&pa)[
 // bytes 4 t .. 4 t + 3 of the step's first or (i >= 2) second 16 (hopper/wgmma_tma.cuh's and wgmma_e4m3.cuh's layouts),
 // so the tile holds exactly what the register fragments would, and V's key order is unchanged. A warp's stores of one
 // word cover 8 rows x 4 words in 32 different banks.
-__device__ inline std::uint32_t p_tile_word_address(const unsigned char* tile, int kk, int i) {
+// (box: the tile's box of k steps kk - kk % 4 .. + 3)
+__device__ inline std::uint32_t p_box_word_address(const unsigned char* box, int kk, int i) {
   const int lane = threadIdx.x % 32, row = 16 * ((threadIdx.x % 128) / 32) + lane / 4 + 8 * (i % 2), chunk = 2 * (kk % 4) + i / 2;
-  return smem_address(tile + (kk / 4) * kQBox + row * 128 + ((chunk ^ (row % 8)) * 16) + 4 * (lane % 4));
+  return smem_address(box + row * 128 + ((chunk ^ (row % 8)) * 16) + 4 * (lane % 4));
 }
-// Steps k steps of A fragments (words[kk][i]) into the tile, then the fence that orders them before the async proxy's
-// reads (the P V wgmma). The caller's group barrier (the kernel's turn) must come between this and the P V.
+// Steps k steps of A fragments (words[kk][i]) into the tile's Steps / 4 boxes, boxes[kk / 4] holding steps 4 (kk / 4) ..
+// (each box 1024-byte aligned; they need not be adjacent), then the fence that orders them before the async proxy's
+// reads (the P V wgmma, or a TMA store).
 template <int Steps>
-__device__ inline void store_p_tile(unsigned char* tile, const std::uint32_t (&words)[Steps][4]) {
+__device__ inline void store_p_boxes(unsigned char* const (&boxes)[(Steps + 3) / 4], const std::uint32_t (&words)[Steps][4]) {
 #pragma unroll
   for (int kk = 0; kk < Steps; ++kk) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) asm volatile("st.shared.b32 [%0], %1;" ::"r"(p_tile_word_address(tile, kk, i)), "r"(words[kk][i]) : "memory");
+    for (int i = 0; i < 4; ++i) asm volatile("st.shared.b32 [%0], %1;" ::"r"(p_box_word_address(boxes[kk / 4], kk, i)), "r"(words[kk][i]) : "memory");
   }
   fence_proxy_async_shared();
+}
+// The same into one tile of adjacent boxes (kQBox apart). The caller's group barrier (the kernel's turn) must come
+// between this and the P V.
+template <int Steps>
+__device__ inline void store_p_tile(unsigned char* tile, const std::uint32_t (&words)[Steps][4]) {
+  unsigned char* boxes[(Steps + 3) / 4];
+#pragma unroll
+  for (int box = 0; box < (Steps + 3) / 4; ++box) boxes[box] = tile + box * kQBox;
+  store_p_boxes<Steps>(boxes, words);
 }
 
 // O += P V with P's tile in shared memory (store_p_tile's layout, 128 keys: two boxes) and V's tile MN-major: 8 k16
@@ -345,29 +356,33 @@ __device__ inline void store_rows(const float (&o)[D / 8][4], RowStats& st, cons
 }
 
 // O of a warpgroup's 64 rows through shared memory and TMA (FA3's epilogue), for outputs rounded to nearest: O / l
-// rounded into `tile` (64 rows x D, store_p_tile's layout, which is the O map's 128-byte swizzle in D / 64 boxes of
-// 64 columns), then one bulk store per box by the group's first thread (`issuer`), rows past Nq clipped by the map;
-// L as store_rows stores it. The same bits as store_rows (the same products and the same cvt.rn); a CTA's epilogue
-// shortens from about 6300 to 3500 SM clocks (NOTES: "O by TMA"). The tile must be free (the caller syncs the group
-// after the last reads of it), and `group_barrier` (a named barrier of the group's 128 threads) orders each thread's
-// writes before the issuer's store. The issuer must wait for the store's reads (bulk_wait_read) before the CTA exits.
-template <class T, int D>
-__device__ inline void store_rows_by_tma(unsigned char* tile, const float (&o)[D / 8][4], RowStats& st, const GroupThread& th, const ForwardParams& p,
-                                         const CUtensorMap* o_map, int h, int b, int group_barrier, bool issuer) {
+// (Scaled: times 2^o_exp, as store_rows) rounded into the D / 64 staging boxes (64 rows x 64 columns each, store_p_tile's
+// layout, which is the O map's 128-byte swizzle), then one bulk store per box by the group's first thread (`issuer`),
+// rows past Nq clipped by the map; L as store_rows stores it. The same bits as store_rows (the same products and the
+// same cvt.rn); a CTA's epilogue shortens from about 6300 to 3500 SM clocks (NOTES: "O by TMA"). The boxes must be
+// free (the caller syncs the group after the last reads of them), and `group_barrier` (a named barrier of the group's
+// 128 threads) orders each thread's writes before the issuer's store. The issuer must wait for the store's reads
+// (bulk_wait_read) before the CTA exits.
+template <class T, int D, bool Scaled = false>
+__device__ inline void store_rows_by_tma(unsigned char* const (&boxes)[D / 64], const float (&o)[D / 8][4], RowStats& st, const GroupThread& th, const ForwardParams& p,
+                                         const CUtensorMap* o_map, int h, int b, int group_barrier, bool issuer, int o_exp = 0) {
   const RowTotals totals = row_totals(st);
   float scaled[D / 8][4];
 #pragma unroll
   for (int nb = 0; nb < D / 8; ++nb) {
-    scaled[nb][0] = o[nb][0] * totals.inv[0], scaled[nb][1] = o[nb][1] * totals.inv[0];
-    scaled[nb][2] = o[nb][2] * totals.inv[1], scaled[nb][3] = o[nb][3] * totals.inv[1];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      scaled[nb][e] = o[nb][e] * totals.inv[e / 2];
+      if constexpr (Scaled) scaled[nb][e] = scaled[nb][e] * ldexpf(1.f, o_exp / 2) * ldexpf(1.f, o_exp - o_exp / 2);  // (store_rows' two halves, in its order)
+    }
   }
   std::uint32_t words[D / 16][4];
   a_fragments<T>(words, scaled);
-  store_p_tile(tile, words);  // (and the async-proxy fence)
+  store_p_boxes<D / 16>(boxes, words);  // (and the async-proxy fence)
   named_barrier_sync(group_barrier, 128);
   if (issuer) {
 #pragma unroll
-    for (int half = 0; half < D / 64; ++half) tma_store_4d(o_map, tile + half * kQBox, 64 * half, th.m0, h, b);
+    for (int box = 0; box < D / 64; ++box) tma_store_4d(o_map, boxes[box], 64 * box, th.m0, h, b);
     bulk_commit();
   }
   store_lse(st, totals, th, p, h, b);
@@ -533,10 +548,15 @@ struct ClockTimeline {
 };
 
 
-// O's staging tile of a group for store_rows_by_tma: 64 rows x D of the output type (the grid kernel stages it in the
-// group's Q tile).
+// O's staging boxes of a group for store_rows_by_tma (64 rows x 64 columns of the output type each, D / 64 of them):
+// the grid kernel stages them in the group's Q tile, then, where that holds fewer (e4m3's Q is half of a 16-bit O),
+// in its P tile (Ops::kPBytes). The boxes each tile holds whole:
 template <class Ops>
-constexpr unsigned kOStageBytes = Tiles<typename Ops::Out, Ops::kD>::kQBytes;
+constexpr int kOBoxesInQ = static_cast<int>(Ops::kQBytes / kQBox);
+template <class Ops>
+constexpr int kOBoxesInP = static_cast<int>(Ops::kPBytes / kQBox);
+template <class Ops>
+constexpr bool kOStagingFits = kOBoxesInQ<Ops> + kOBoxesInP<Ops> >= Ops::kD / 64;
 template <class Ops, int Stages, bool Persistent, int Groups = 2>
 constexpr std::size_t ws_smem_bytes() {
   return (Persistent ? 2 : 1) * Groups * Ops::kQBytes + Stages * (Ops::kKBytes + Ops::kVBytes) + Groups * Ops::kPBytes + 1024;
@@ -633,12 +653,18 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   // group 0 syncs once more at the end, so every arrival is matched whatever the number of turns.
   const int my_turn = kTurnBarrier + group, other_turn = kTurnBarrier + (group + 1) % kGroups;
   if (PingPong && group == kGroups - 1) named_barrier_arrive(other_turn, kTurnThreads);
-  // O by TMA (work.o_by_tma; the grid kernel): staged in the group's Q tile, free once its last S is complete (the
-  // group's barrier in store_rows_by_tma orders every warp's wait for it before any thread's writes). The persistent
+  // O by TMA (work.o_by_tma; the grid kernel): staged in the group's Q tile, free once its last S is complete, and
+  // (an e4m3 Q holds one box of a 16-bit O at d = 128) its P tile, free once its last P V is complete (the group's
+  // barrier before store_rows_by_tma orders every warp's waits for both before any thread's writes). The persistent
   // kernel stores by store_rows: its Q buffer is reloaded with a later tile's Q while a store could still read it.
-  // (FP8's block exponents scale O in store_rows; and an e4m3 Q tile is too small to stage a 16-bit O in.)
-  constexpr bool kCanStageO = !Persistent && !Ops::kBlockScales && Ops::kQBytes >= kOStageBytes<Ops>;
+  // (FP8 at d = 64, or with P in registers: the group's tiles hold no whole 16-bit box, or too few: store_rows.)
+  constexpr bool kCanStageO = !Persistent && kOStagingFits<Ops>;
   const bool o_by_tma = kCanStageO && work.o_by_tma;
+  unsigned char* o_boxes[D / 64];
+#pragma unroll
+  for (int box = 0; box < D / 64; ++box) {
+    o_boxes[box] = box < kOBoxesInQ<Ops> ? sQ + group * Ops::kQBytes + box * kQBox : sPg + (box - kOBoxesInQ<Ops>) * kQBox;
+  }
   const bool issuer = threadIdx.x % 128 == 0;
   const int epilogue_barrier = kTurnBarrier + kGroups + group;  // (after the turns' barriers)
   int rescales = 0, kv = 0;
@@ -763,7 +789,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
     if (releaser) mbarrier_arrive(&q_empty[qb]);
     if (o_by_tma) {
       named_barrier_sync(epilogue_barrier, 128);
-      store_rows_by_tma<typename Ops::Out, D>(sQ + group * Ops::kQBytes, o, st, th, p, &o_map, c.h, c.b, epilogue_barrier, issuer);
+      store_rows_by_tma<typename Ops::Out, D, Ops::kBlockScales>(o_boxes, o, st, th, p, &o_map, c.h, c.b, epilogue_barrier, issuer, o_exp);
     } else {
       store_rows<typename Ops::Out, D, Ops::kBlockScales>(o, st, th, p, c.h, c.b, o_exp);
     }

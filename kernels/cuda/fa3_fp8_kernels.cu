@@ -242,16 +242,19 @@ void require_grid(int heads, int batch, const char* what) {
 // arrive in time with two.)
 // Groups consumer warpgroups: kForwardGroups<D> (three at d = 64) with P in registers, or three at d = 128 with P in
 // shared memory (PShared). The layout changes when rows are computed, not how: the same bits.
+// o_map: O's map where work.o_by_tma (the kernel stages O only where its Q and P tiles hold it: PShared).
 template <class Out, int D, int BlockN = kBlockN, bool PShared = false, int Groups = kForwardGroups<D>>
-void launch_fp8(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& vt, const ForwardParams& p, const BlockExponents& ex, cudaStream_t stream) {
+void launch_fp8(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& vt, const CUtensorMap& o_map, const WorkTiles& work, const ForwardParams& p,
+                const BlockExponents& ex, cudaStream_t stream) {
   using Ops = E4m3Ops<Out, D, BlockN, PShared>;
   constexpr int kStages = 2, kGroups = Groups;
   using Layout = WsLayout<kGroups>;
   constexpr std::size_t bytes = ws_smem_bytes<Ops, kStages, false, kGroups>();
   static_assert(bytes <= kSm90SharedBytesPerBlock, "cuda.fa3.fp8: shared memory beyond sm_90's 227 KiB per block");
+  static_assert(!PShared || kOStagingFits<Ops>, "P's tile and Q's hold O's staging boxes (fa3_fp8_o_by_tma's rule)");
   auto* kernel = fa3_forward_ws_kernel<Ops, kStages, true, true, Fa3Rule, false, kGroups>;
   allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3.fp8");
-  kernel<<<grid_of(p.shape, Layout::kCtaRows, "cuda.fa3.fp8"), Layout::kThreads, bytes, stream>>>(q, k, vt, CUtensorMap{}, p, WorkTiles{}, ex, NoTimeline{});  // (O by store_rows: block exponents)
+  kernel<<<grid_of(p.shape, Layout::kCtaRows, "cuda.fa3.fp8"), Layout::kThreads, bytes, stream>>>(q, k, vt, o_map, p, work, ex, NoTimeline{});
 }
 
 }  // namespace
@@ -260,6 +263,15 @@ void launch_fp8(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v
 // shared memory"); it gives the register path's bits, so the choice changes the time only.
 bool fa3_fp8_p_from_shared(const Fp8ForwardParams& f) {
   return f.p_operand == Fp8POperand::shared || (f.p_operand == Fp8POperand::automatic && fp8_p_shared_supported(f.block_k, f.p.shape.head_dim));
+}
+
+// O by TMA (Fa3Epilogue::automatic) where the kernel has shared memory to stage it in: a 16-bit O of 64 rows x 128 is
+// two boxes, an e4m3 Q tile holds one and the P tile the other (P in shared memory only); stochastic rounding draws
+// each element's word by its index (store_rows), and TMA needs O's strides in multiples of 16 bytes.
+bool fa3_fp8_o_by_tma(const Fp8ForwardParams& f) {
+  const AttentionShapeParams& s = f.p.shape;
+  return f.epilogue == Fa3Epilogue::automatic && fa3_fp8_p_from_shared(f) && !f.p.rounding.stochastic &&
+         tma_readable16(layout_of(f.p.o), s.batch, s.heads_q, s.seq_q, s.head_dim);
 }
 
 bool fa3_fp8_supports(const ForwardParams& p) {
@@ -293,14 +305,18 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
   const CUtensorMap vt = make_tensor_map_e4m3_bhnd(f.vt, s.batch, s.heads_kv, d, vt_keys, vt_head * s.heads_kv, vt_head, vt_keys, 128, d);
   const BlockExponents ex{f.q_exponents, f.k_exponents, f.v_exponents, (s.seq_q + kFp8BlockRows - 1) / kFp8BlockRows, (s.seq_k + f.block_k - 1) / f.block_k};
   const bool fp16 = p.type == StorageType::fp16;
+  WorkTiles work;
+  CUtensorMap o{};
+  work.o_by_tma = fa3_fp8_o_by_tma(f);
+  if (work.o_by_tma) o = map_sw128(layout_of(p.o), p.type, s, s.heads_q, s.seq_q, kGroupRows);
   if (fa3_fp8_p_from_shared(f)) {
-    fp16 ? launch_fp8<__half, 128, 128, true, 3>(q, k, vt, p, ex, stream) : launch_fp8<__nv_bfloat16, 128, 128, true, 3>(q, k, vt, p, ex, stream);
+    fp16 ? launch_fp8<__half, 128, 128, true, 3>(q, k, vt, o, work, p, ex, stream) : launch_fp8<__nv_bfloat16, 128, 128, true, 3>(q, k, vt, o, work, p, ex, stream);
   } else if (d == 128 && f.block_k == 224) {
-    fp16 ? launch_fp8<__half, 128, 224>(q, k, vt, p, ex, stream) : launch_fp8<__nv_bfloat16, 128, 224>(q, k, vt, p, ex, stream);
+    fp16 ? launch_fp8<__half, 128, 224>(q, k, vt, o, work, p, ex, stream) : launch_fp8<__nv_bfloat16, 128, 224>(q, k, vt, o, work, p, ex, stream);
   } else if (d == 128) {
-    fp16 ? launch_fp8<__half, 128>(q, k, vt, p, ex, stream) : launch_fp8<__nv_bfloat16, 128>(q, k, vt, p, ex, stream);
+    fp16 ? launch_fp8<__half, 128>(q, k, vt, o, work, p, ex, stream) : launch_fp8<__nv_bfloat16, 128>(q, k, vt, o, work, p, ex, stream);
   } else {
-    fp16 ? launch_fp8<__half, 64>(q, k, vt, p, ex, stream) : launch_fp8<__nv_bfloat16, 64>(q, k, vt, p, ex, stream);
+    fp16 ? launch_fp8<__half, 64>(q, k, vt, o, work, p, ex, stream) : launch_fp8<__nv_bfloat16, 64>(q, k, vt, o, work, p, ex, stream);
   }
   check_launch("cuda.fa3.fp8 forward");
 }

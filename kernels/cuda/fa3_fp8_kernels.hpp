@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention_params.hpp"
+#include "kernels/cuda/fa3_kernels.hpp"
 
 namespace fc::kernels::cuda {
 
@@ -39,6 +40,9 @@ struct Fp8ForwardParams {
   // Key tiles of block_k keys, one of fp8_key_tile_supported's (cuda.fa3.fp8's block_k option).
   int block_k = kFp8BlockRows;
   Fp8POperand p_operand = Fp8POperand::automatic;
+  // automatic: O by TMA (through the group's Q and P tiles) where P is in shared memory (fa3_fp8_p_from_shared), O is
+  // rounded to nearest and TMA can write it (fa3_fp8_o_by_tma); store_rows' 4-byte stores otherwise. The same bits.
+  Fa3Epilogue epilogue = Fa3Epilogue::automatic;
   // Block exponents (values = e4m3 x 2^e): Q [B, Hq, ceil(Nq / 128)], K and V [B, Hkv, ceil(Nk / block_k)]. The caller
   // keeps each head's V exponents within 64 of each other (O is carried in the current V block's scale) and Q's plus
   // K's below fp32's exponent range (they scale the softmax's scale); the subject checks both.
@@ -51,6 +55,8 @@ struct Fp8ForwardParams {
 bool fa3_fp8_supports(const ForwardParams& p);
 // Whether fa3_fp8_forward runs f with P in shared memory (and three consumer groups): the launcher's own rule.
 bool fa3_fp8_p_from_shared(const Fp8ForwardParams& f);
+// Whether fa3_fp8_forward stores O through shared memory and TMA: the launcher's own rule.
+bool fa3_fp8_o_by_tma(const Fp8ForwardParams& f);
 void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream);
 
 // The formats quantize_e4m3_blocks reads.

@@ -78,8 +78,10 @@ class CudaFa3Fp8 final : public Subject {
       } else {
         throw SubjectError(info_.name + ": p_operand=" + value + ": auto, registers or shared");
       }
+    } else if (name == "epilogue") {
+      epilogue_ = parse_fa3_epilogue(info_.name, value);
     } else {
-      throw SubjectError(info_.name + ": no option " + name + " (operands, block_q, block_k, p_operand)");
+      throw SubjectError(info_.name + ": no option " + name + " (operands, block_q, block_k, p_operand, epilogue)");
     }
     refresh_options();
   }
@@ -249,6 +251,7 @@ class CudaFa3Fp8 final : public Subject {
     f.v_exponents = static_cast<const int*>(ops.v_exp.get());
     f.block_k = block_k_;
     f.p_operand = p_operand_;
+    f.epilogue = epilogue_;
     return f;
   }
 
@@ -289,7 +292,10 @@ class CudaFa3Fp8 final : public Subject {
                      {"block_q", std::to_string(kFp8BlockRows), "query rows per block scale (fixed: the kernels' tile)"},
                      {"block_k", std::to_string(block_k_), "keys per block scale and per key tile: 128, or 224 at head dim 128 (FA3's FP8 tile there)"},
                      {"p_operand", p_operand_name(), "where P V reads P from: registers (two consumer warpgroups at d = 128), shared (a tile in shared memory, "
-                      "three consumer warpgroups; d = 128, block_k=128 only), auto (shared at d = 128 with block_k=128, measured faster there; registers elsewhere)"}};
+                      "three consumer warpgroups; d = 128, block_k=128 only), auto (shared at d = 128 with block_k=128, measured faster there; registers elsewhere)"},
+                     {"epilogue", epilogue_ == Fa3Epilogue::stores ? "stores" : "automatic",
+                      "automatic: O through shared memory (the group's Q and P tiles) and one TMA store per 64-column box where P is in shared "
+                      "memory, O is rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"}};
   }
 
   // (refused whichever option comes second: no head dim would take the pair)
@@ -308,6 +314,7 @@ class CudaFa3Fp8 final : public Subject {
 
   SubjectInfo info_;
   bool scaled_ = false;
+  Fa3Epilogue epilogue_ = Fa3Epilogue::automatic;
   int block_k_ = kFp8BlockRows;
   Fp8POperand p_operand_ = Fp8POperand::automatic;
 };

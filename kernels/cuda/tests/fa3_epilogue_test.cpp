@@ -3,11 +3,10 @@
 // that stage O (two consumer groups, three at d = 64 under auto, three with P in shared memory at d = 128, the
 // non-overlapped ws, cuda.fa4's grid scheduler), over tails (rows past Nq clipped by the map), masks, GQA and both
 // formats. Stochastic rounding always takes the global stores (each element's Philox word), as does the persistent
-// scheduler; the harness's cases cover those.
+// scheduler; the harness's cases cover those. cuda.fa3.fp8's O by TMA (its block exponents, e4m3 operands) is tested
+// with its own inputs in fa3_fp8_test.cpp (OByTmaGivesTheGlobalStoresBits).
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstdint>
 #include <iostream>
 #include <string>
 #include <utility>
@@ -42,12 +41,8 @@ TEST(Fa3Epilogue, TmaStoreGivesTheGlobalStoresBits) {
         for (int nq : {1, 65, 2000}) {
           for (int nk : {129, 640}) {
             for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
-              gradcheck::Case c;
-              c.shape = {3, 8, 2, nq, nk, d, d};
-              c.mask = m, c.scale = 1 / std::sqrt(static_cast<double>(d));
-              c.policy = PrecisionPolicy::parse(policy);
-              c.seed = static_cast<std::uint64_t>(d * 1000000 + nq * 1000 + nk);
-              testing::expect_forward_bits(*tma, *stores, c, name + " " + option.first + "=" + option.second + " epilogue=stores");
+              testing::expect_forward_bits(*tma, *stores, testing::forward_case({3, 8, 2, nq, nk, d, d}, m, policy),
+                                           name + " " + option.first + "=" + option.second + " epilogue=stores");
               ++compared;
             }
           }
@@ -60,7 +55,7 @@ TEST(Fa3Epilogue, TmaStoreGivesTheGlobalStoresBits) {
 
 TEST(Fa3Epilogue, IsAnOptionWithTwoValues) {
   REQUIRE_HOPPER();
-  for (const char* name : {"cuda.fa3", "cuda.fa4"}) {
+  for (const char* name : {"cuda.fa3", "cuda.fa4", "cuda.fa3.fp8"}) {
     auto s = registered_subject(name);
     ASSERT_TRUE(s) << name << " is registered on Hopper";
     s->set_option("epilogue", "stores");

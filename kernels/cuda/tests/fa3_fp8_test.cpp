@@ -430,6 +430,28 @@ TEST(CudaFa3Fp8, PFromSharedMemoryUnderAutoOrWhenAsked) {
   EXPECT_TRUE(fa3_fp8_p_from_shared(f));
 }
 
+TEST(CudaFa3Fp8, OByTmaWhereQAndPTilesHoldIt) {
+  // (host only: which epilogue fa3_fp8_forward launches. O of 64 x 128 in 16 bits is two boxes of 8 KiB: an e4m3 Q
+  // tile holds one, P's tile the other, so only the kernel with P in shared memory can stage it)
+  Fp8ForwardParams f;
+  f.p.shape = {1, 2, 2, 300, 300, 128, CausalMask::none, 0.1f};
+  alignas(16) static std::uint16_t o[2 * 300 * 128];
+  f.p.o = {o, 2 * 300 * 128, 300 * 128, 128};
+  f.block_k = 128;
+  EXPECT_TRUE(fa3_fp8_o_by_tma(f)) << "auto at d = 128, block_k 128 (P shared)";
+  f.epilogue = Fa3Epilogue::stores;
+  EXPECT_FALSE(fa3_fp8_o_by_tma(f)) << "epilogue=stores";
+  f.epilogue = Fa3Epilogue::automatic;
+  f.p_operand = Fp8POperand::registers;
+  EXPECT_FALSE(fa3_fp8_o_by_tma(f)) << "P in registers: no tile for O's second box";
+  f.p_operand = Fp8POperand::automatic, f.block_k = 224;
+  EXPECT_FALSE(fa3_fp8_o_by_tma(f)) << "224-key tiles (P in registers)";
+  f.block_k = 128, f.p.rounding.stochastic = true;
+  EXPECT_FALSE(fa3_fp8_o_by_tma(f)) << "stochastic rounding (each element's word)";
+  f.p.rounding.stochastic = false, f.p.o.row = 130;
+  EXPECT_FALSE(fa3_fp8_o_by_tma(f)) << "a row stride TMA cannot take";
+}
+
 // P V reading P from shared memory (three consumer groups) multiplies the same e4m3 bytes as from registers, in the
 // same k order: O and L must be the register path's bit for bit. The shapes reach the layout's edges: one key tile and
 // several (the overlapped loop's last step is its own code), key and query tails, CTAs of 192 rows whose second or
@@ -467,6 +489,47 @@ TEST(CudaFa3Fp8, PFromSharedMemoryGivesTheRegisterPathsBits) {
     }
   }
   std::cout << compared << " cases compared bit for bit\n";
+}
+
+// O by TMA (epilogue=automatic, the kernel with P in shared memory) rounds the same O / l 2^o_exp with the same cvt.rn
+// as store_rows' 4-byte stores (epilogue=stores): the same O and L bits, over query tails (rows past Nq clipped by the
+// map, CTAs of 192 rows whose later groups have none), key tails, masks, GQA, O in bf16 and fp16, and scaled operands
+// whose V blocks carry exponents up to 2^20 apart (so O's final 2^o_exp is not 1).
+TEST(CudaFa3Fp8, OByTmaGivesTheGlobalStoresBits) {
+  REQUIRE_HOPPER();
+  auto tma = fp8_subject(), stores = fp8_subject();
+  ASSERT_TRUE(tma && stores);
+  stores->set_option("epilogue", "stores");
+  std::mt19937_64 gen(11);
+  int compared = 0;
+  for (const char* operands : {"e4m3", "scaled"}) {
+    tma->set_option("operands", operands), stores->set_option("operands", operands);
+    const bool scaled = std::string(operands) == "scaled";
+    for (const char* policy : scaled ? std::vector<const char*>{"fp32,o=bf16", "bf16,o=fp16"} : std::vector<const char*>{"e4m3", "e4m3,o=fp16"}) {
+      for (int nq : {1, 65, 129, 300, 2000}) {
+        for (int nk : {129, 640}) {
+          for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
+            const gradcheck::Case c = testing::forward_case({2, 4, 2, nq, nk, 128, 128}, m, policy);
+            gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+            if (scaled) {
+              in.q.assign(quantize_blocks(in.q.values(), 2 * 4, nq, 128, 128, 4, gen));
+              in.k.assign(quantize_blocks(in.k.values(), 2 * 2, nk, 128, 128, 4, gen));
+              in.v.assign(quantize_blocks(in.v.values(), 2 * 2, nk, 128, 128, 20, gen));
+            }
+            const gradcheck::Outputs want = gradcheck::Caller(*stores, c).fwd(in.q, in.k, in.v);
+            const gradcheck::Outputs got = gradcheck::Caller(*tma, c).fwd(in.q, in.k, in.v);
+            for (const char* t : {"O", "L"}) {
+              const testing::Difference d = testing::differing(got.at(t).values(), want.at(t).values());
+              EXPECT_EQ(d.count, 0u) << t << " differs from epilogue=stores' in " << d.count << " entries (first at " << d.first << ") for operands=" << operands << " "
+                                     << c.to_string();
+            }
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  std::cout << compared << " cases: O by TMA gives the global stores' bits\n";
 }
 
 TEST(CudaFa3Fp8, BadInputIsRefusedWithAClearError) {

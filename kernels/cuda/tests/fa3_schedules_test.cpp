@@ -7,8 +7,6 @@
 // stochastic rounding (the same words), bf16 and fp16, head dims 64 and 128.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstdint>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -40,12 +38,7 @@ TEST(Fa3Schedules, EveryScheduleGivesOneGroupsBits) {
       for (int nq : {1, 65, 129, 300}) {
         for (int nk : {1, 128, 129, 383, 640}) {
           for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
-            gradcheck::Case c;
-            c.shape = {2, 4, 2, nq, nk, d, d};
-            c.mask = m, c.scale = 1 / std::sqrt(static_cast<double>(d));
-            c.policy = PrecisionPolicy::parse(policy);
-            c.seed = static_cast<std::uint64_t>(d * 1000000 + nq * 1000 + nk);
-            cases.push_back(c);
+            cases.push_back(testing::forward_case({2, 4, 2, nq, nk, d, d}, m, policy));
           }
         }
       }

@@ -43,12 +43,8 @@ TEST(Fa4, AtTauZeroWithoutEmulationGivesFa3sBits) {
       for (int nq : {1, 129, 300}) {
         for (int nk : {1, 129, 640}) {
           for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
-            gradcheck::Case c;
-            c.shape = {2, 4, 2, nq, nk, d, d};
-            c.mask = m, c.scale = 1 / std::sqrt(static_cast<double>(d));
-            c.policy = PrecisionPolicy::parse(policy);
+            gradcheck::Case c = testing::forward_case({2, 4, 2, nq, nk, d, d}, m, policy);
             c.inputs = {gradcheck::Distribution::logits, 8.0};  // (a max that moves: many rescales)
-            c.seed = static_cast<std::uint64_t>(d * 1000000 + nq * 1000 + nk);
             testing::expect_forward_bits(*fa4, *fa3, c, "cuda.fa3");
             ++compared;
           }
@@ -71,11 +67,7 @@ TEST(Fa4, PersistentSchedulerGivesTheGridsBits) {
       for (int nq : {1, 300, 2000}) {
         for (int nk : {129, 2000}) {
           for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
-            gradcheck::Case c;
-            c.shape = {3, 8, 2, nq, nk, d, d};
-            c.mask = m, c.scale = 1 / std::sqrt(static_cast<double>(d));
-            c.policy = PrecisionPolicy::parse(policy);
-            c.seed = static_cast<std::uint64_t>(d * 1000000 + nq * 1000 + nk);
+            const gradcheck::Case c = testing::forward_case({3, 8, 2, nq, nk, d, d}, m, policy);
             testing::expect_forward_bits(*persistent, *grid, c, "the grid scheduler");
             EXPECT_EQ(rescales_of(*persistent), rescales_of(*grid)) << c.to_string();
             ++compared;

@@ -1,11 +1,12 @@
 // What the GPU tests share: the skip without a device (or without a Hopper GPU), a registered subject by name,
-// the count of entries two results differ in, two subjects' forwards compared bit for bit, and the harness's case count and seed from the environment (FLASHCHECK_GPU_CASES, default 2000; FLASHCHECK_GPU_SEED, default 2026), so that
+// the count of entries two results differ in, the bit-for-bit tests' cases and two subjects' forwards compared bit for bit, and the harness's case count and seed from the environment (FLASHCHECK_GPU_CASES, default 2000; FLASHCHECK_GPU_SEED, default 2026), so that
 // processes with different seeds run disjoint case streams in parallel (one stream per test, serial).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -56,6 +57,17 @@ inline Difference differing(const std::vector<double>& got, const std::vector<do
     if (!(got[i] == want[i])) ++d.count, d.first = std::min(d.first, i);
   }
   return d;
+}
+
+// A bit-for-bit test's case: `shape` under `mask` with scale 1 / sqrt(d), the policy parsed from its text, and a seed
+// from (d, Nq, Nk), so that the suites comparing the same shapes draw the same inputs.
+inline gradcheck::Case forward_case(const AttentionShape& shape, Mask mask, const std::string& policy) {
+  gradcheck::Case c;
+  c.shape = shape;
+  c.mask = mask, c.scale = 1 / std::sqrt(static_cast<double>(shape.head_dim));
+  c.policy = PrecisionPolicy::parse(policy);
+  c.seed = static_cast<std::uint64_t>(shape.head_dim * 1000000 + shape.seq_q * 1000 + shape.seq_k);
+  return c;
 }
 
 // Runs the forward of `got` and of `want` on case c's inputs and expects the same O and L bits (a failure names the
