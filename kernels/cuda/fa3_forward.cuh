@@ -5,7 +5,7 @@
 // Operands class, which the kernel calls for every format-specific step:
 //   - Wide16Ops<T, D> (here): bf16 or fp16 Q, K, V; S by m64n128k16 from shared memory, P rounded to T in
 //     registers, V's tile MN-major (cuda.fa3, cuda.fa4; fa3_kernels.cu);
-//   - E4m3Ops<Out, D> (fa3_fp8_kernels.cu): e4m3 Q, K and V^T with a power-of-two scale per block of 128
+//   - E4m3Ops<Out, D> (fa3_fp8_ops.cuh): e4m3 Q, K and V^T with a power-of-two scale per block of 128
 //     rows; S by m64n128k32 (QGMMA), P rounded to e4m3, V^T K-major (cuda.fa3.fp8).
 // An Operands class provides: Out (O's storage type), kQBytes / kKBytes / kVBytes (one warpgroup's Q, one K
 // and one V tile in shared memory), PFragments (what holds a group's P between pack and pv: A fragments in
@@ -456,6 +456,16 @@ struct BlockExponents {
   const int* k = nullptr;
   const int* v = nullptr;
   int q_blocks = 0, k_blocks = 0;
+
+  // The exponent of Q's rows from m0 of work tile (h, b) (a group's 64 rows lie in one block; a group wholly past
+  // Nq, whose rows are never stored, takes the last block's rather than reading past the head's), and the first of
+  // K's and V's exponents of its kv head.
+  template <int BlockRows>
+  __device__ int q_exponent(const AttentionShapeParams& s, int h, int b, int m0) const {
+    return q[(b * s.heads_q + h) * q_blocks + min(m0 / BlockRows, q_blocks - 1)];
+  }
+  __device__ const int* k_of(const AttentionShapeParams& s, int h, int b) const { return k + (b * s.heads_kv + h / (s.heads_q / s.heads_kv)) * k_blocks; }
+  __device__ const int* v_of(const AttentionShapeParams& s, int h, int b) const { return v + (b * s.heads_kv + h / (s.heads_q / s.heads_kv)) * k_blocks; }
 };
 
 // --- steps 2 and 3: a producer warp and two (or three) consumer warpgroups ------------------------------------
@@ -585,6 +595,14 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   unsigned char* sP = sV + Stages * Ops::kVBytes;  // group g's P tile at + g kPBytes (Ops::kPBytes > 0)
   __shared__ alignas(8) std::uint64_t q_full[kQBuffers], q_empty[kQBuffers], k_full[Stages], v_full[Stages], k_empty[Stages], v_empty[Stages];
   __shared__ int tile_of_buffer[kQBuffers];  // (persistent: the tile whose Q the buffer holds; >= tiles: no more)
+  // Block exponents (Ops::kBlockScales): for ring entry e, slot e % kScaleSlots holds key tile j's softmax scale for each
+  // group, scale2 2^(q_exp + k_exps[j]), and O's factor 2^(v_exps[j - 1] - v_exps[j]) (1 for j = 0), formed by the
+  // producer, so the consumers' step reads two floats where it had loaded the exponents and run ldexpf's dependent
+  // instructions on its chain (NOTES: "The block exponents off the step's chain"). The producer writes it before
+  // k_full's arrival for entry e, and only after the release of entry e - Stages, when every consumer has read the
+  // slots of entries up to e - Stages, so a ring of 2 Stages slots is never rewritten under a read.
+  constexpr int kScaleSlots = 2 * Stages;
+  __shared__ float block_scales[Ops::kBlockScales ? kScaleSlots : 1][kGroups + 1];
 
   const AttentionShapeParams& s = p.shape;
   const int tiles = work.count(Persistent);
@@ -628,6 +646,15 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
           const int e = kv + j, stage = e % Stages;
           const unsigned reuse_parity = ((e / Stages) - 1) & 1;  // the release of ring entry e - Stages
           if (e >= Stages) mbarrier_wait(&k_empty[stage], reuse_parity);
+          if constexpr (Ops::kBlockScales) {
+            const int* k_exps = ex.k_of(s, c.h, c.b);
+            const int* v_exps = ex.v_of(s, c.h, c.b);
+            float* slot = block_scales[e % kScaleSlots];
+            for (int g = 0; g < kGroups; ++g) {
+              slot[g] = ldexpf(s.scale * kLog2e, ex.q_exponent<Ops::kQBlockRows>(s, c.h, c.b, c.m_tile * kRows + g * kGroupRows) + k_exps[j]);
+            }
+            slot[kGroups] = j == 0 ? 1.f : ldexpf(1.f, v_exps[j - 1] - v_exps[j]);
+          }
           mbarrier_arrive_expect_tx(&k_full[stage], Ops::kKBytes);
           Ops::load_k(sK + stage * Ops::kKBytes, &k_map, &k_full[stage], j * BlockN, hk, c.b);
           if (e >= Stages) mbarrier_wait(&v_empty[stage], reuse_parity);
@@ -690,17 +717,10 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
     // the last V block added: before P_{j+1} V_{j+1} it is multiplied by 2^(o_exp - v_exps[j+1]) (exact, folded
     // into alpha; the host bounds a head's V exponents' spread so this neither overflows nor underflows), and the
     // epilogue multiplies by 2^o_exp.
-    int q_exp = 0, o_exp = 0;
-    const int* k_exps = nullptr;
-    const int* v_exps = nullptr;
-    if constexpr (Ops::kBlockScales) {
-      const int hk = c.h / (s.heads_q / s.heads_kv);
-      // (a group's rows lie in one block; a group wholly past Nq, whose rows are never stored, takes the last
-      // block's exponent rather than reading past the head's)
-      q_exp = ex.q[(c.b * s.heads_q + c.h) * ex.q_blocks + min(th.m0 / Ops::kQBlockRows, ex.q_blocks - 1)];
-      k_exps = ex.k + (c.b * s.heads_kv + hk) * ex.k_blocks, v_exps = ex.v + (c.b * s.heads_kv + hk) * ex.k_blocks;
-    }
-    const auto scale2_of = [&](int j) { return Ops::kBlockScales ? ldexpf(scale2, q_exp + k_exps[j]) : scale2; };
+    // The first tile's scale is formed here, the others' read from block_scales (the producer's, the same ldexpf).
+    int o_exp = 0;
+    float scale2_first = scale2;
+    if constexpr (Ops::kBlockScales) scale2_first = ldexpf(scale2, ex.q_exponent<Ops::kQBlockRows>(s, c.h, c.b, th.m0) + ex.k_of(s, c.h, c.b)[0]);
 
     if constexpr (!Overlap) {
       for (int j = 0; j < n_tiles; ++j) {
@@ -733,8 +753,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         wgmma_wait<0>();
         if (releaser) mbarrier_arrive(&k_empty[kv % Stages]);
         float alpha[2];
-        softmax_tile<Rule>(sc, st, alpha, 0, th, s, scale2_of(0));  // (O is still 0: alpha is not needed)
-        if constexpr (Ops::kBlockScales) o_exp = v_exps[0];
+        softmax_tile<Rule>(sc, st, alpha, 0, th, s, scale2_first);  // (O is still 0: alpha is not needed)
         Ops::pack(pa, sc, sPg);
       }
       timeline.mark_tile(group, item, kTileLoop);
@@ -756,14 +775,16 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         timeline.mark(group, j, kIssued);
         wgmma_wait<1>();  // S_{j+1} (committed first) is complete; O's product may still run
         timeline.mark(group, j, kSReady);
+        // (block exponents: tile j + 1's scale and O's factor as the producer formed them)
+        float scale2_next = scale2, to_next = 1.f;
+        if constexpr (Ops::kBlockScales) {
+          const float* slot = block_scales[(e + 1) % kScaleSlots];
+          scale2_next = slot[group], to_next = slot[kGroups];
+        }
         if (releaser) mbarrier_arrive(&k_empty[(e + 1) % Stages]);
         float alpha[2];
-        softmax_tile<Rule>(sc, st, alpha, j + 1, th, s, scale2_of(j + 1));
-        if constexpr (Ops::kBlockScales) {
-          const int next = v_exps[j + 1];
-          const float to_next = ldexpf(1.f, o_exp - next);
-          alpha[0] *= to_next, alpha[1] *= to_next, o_exp = next;
-        }
+        softmax_tile<Rule>(sc, st, alpha, j + 1, th, s, scale2_next);
+        if constexpr (Ops::kBlockScales) alpha[0] *= to_next, alpha[1] *= to_next;
         timeline.mark(group, j, kSoftmaxDone);
         wgmma_wait<0>();
         timeline.mark(group, j, kPvDone);
@@ -787,6 +808,9 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
     // rewrites after this release, so __syncwarp orders those reads before lane 0's arrival)
     if constexpr (Persistent) __syncwarp();
     if (releaser) mbarrier_arrive(&q_empty[qb]);
+    if constexpr (Ops::kBlockScales) {
+      if (n_tiles > 0) o_exp = ex.v_of(s, c.h, c.b)[n_tiles - 1];  // (O is in units of the last V block's scale)
+    }
     if (o_by_tma) {
       named_barrier_sync(epilogue_barrier, 128);
       store_rows_by_tma<typename Ops::Out, D, Ops::kBlockScales>(o_boxes, o, st, th, p, &o_map, c.h, c.b, epilogue_barrier, issuer, o_exp);

@@ -21,15 +21,22 @@
 // query tiles of one head (under a causal mask, the longest). The stamps cost a few percent; the tensor pipe's
 // share is the groups' products at the dense rate (4096 bf16 FLOP per clock per SM) over the period.
 //
-// Usage: fa3-timeline [--d 64|128] [--n N] [--key-tile 128|176] [--groups 2|3] [--scheduler grid|persistent] [--causal]
-//                     [--section S] [--epilogue tma|stores] [--repeats R]
+// --dtype e4m3 runs cuda.fa3.fp8's kernels (E4m3Ops, O in bf16, block exponents all 0, V^T's bytes drawn as they are:
+// the time does not depend on the key order): --groups 3 at d = 128 is P in shared memory (auto's), --groups 2 P in
+// registers with --key-tile 128 or 224; d = 64 runs three groups. Its tensor pipe's share counts FP8's dense rate (8192
+// FLOP per clock per SM). The V^T pass is not in its time.
+//
+// Usage: fa3-timeline [--d 64|128] [--n N] [--dtype bf16|e4m3] [--key-tile 128|176|224] [--groups 2|3] [--scheduler grid|persistent]
+//                     [--causal] [--section S] [--epilogue tma|stores] [--repeats R]
 // --epilogue stores: O by store_rows' 4-byte global stores instead of the grid launchers' shared memory and TMA store.
 // --section S: the persistent scheduler's (batch, head) pairs per section (its L2 grouping; the launcher's choice otherwise).
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +46,8 @@
 #include <vector>
 
 #include "kernels/cuda/fa3_forward.cuh"
+#include "kernels/cuda/fa3_fp8_ops.cuh"
+#include "kernels/cuda/hopper/tensor_map.hpp"
 #include "kernels/cuda/kernel_launch.cuh"
 
 namespace {
@@ -49,12 +58,12 @@ using T = __nv_bfloat16;
 
 struct Config {
   int d = 128, n = 8192, key_tile = 128, groups = 2, repeats = 30, section = 0;  // (section 0: the launcher's choice)
-  bool causal = false, persistent = false, o_by_tma = true;
+  bool causal = false, persistent = false, o_by_tma = true, e4m3 = false;
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
   std::fprintf(stderr,
-               "fa3-timeline: %s\nusage: fa3-timeline [--d 64|128] [--n N] [--key-tile 128|176] [--groups 2|3] [--scheduler grid|persistent] "
+               "fa3-timeline: %s\nusage: fa3-timeline [--d 64|128] [--n N] [--dtype bf16|e4m3] [--key-tile 128|176|224] [--groups 2|3] [--scheduler grid|persistent] "
                "[--section S] [--epilogue tma|stores] [--causal] [--repeats R]\n",
                what.c_str());
   std::exit(2);
@@ -92,6 +101,11 @@ Config parse(int argc, char** argv) {
       const std::string v = argv[++i];
       if (v != "tma" && v != "stores") usage_error("--epilogue " + v + ": tma or stores");
       c.o_by_tma = v == "tma";
+    } else if (a == "--dtype") {
+      if (i + 1 >= argc) usage_error("--dtype needs a value");
+      const std::string v = argv[++i];
+      if (v != "bf16" && v != "e4m3") usage_error("--dtype " + v + ": bf16 or e4m3");
+      c.e4m3 = v == "e4m3";
     } else if (a == "--section") {
       c.section = int_arg(argc, argv, i);
     } else if (a == "--causal") {
@@ -101,9 +115,11 @@ Config parse(int argc, char** argv) {
     }
   }
   if (c.d != 64 && c.d != 128) usage_error("--d " + std::to_string(c.d) + ": 64 or 128");
-  if (c.key_tile != 128 && c.key_tile != 176) usage_error("--key-tile " + std::to_string(c.key_tile) + ": 128 or 176");
+  if (c.key_tile != 128 && c.key_tile != (c.e4m3 ? 224 : 176)) usage_error("--key-tile " + std::to_string(c.key_tile) + (c.e4m3 ? ": 128 or 224 (e4m3)" : ": 128 or 176 (bf16)"));
   if (c.groups != 2 && c.groups != 3) usage_error("--groups " + std::to_string(c.groups) + ": 2 or 3");
   if (c.groups == 3 && c.key_tile != 128) usage_error("--groups 3 runs with --key-tile 128 only (cuda.fa3's registers)");
+  if (c.e4m3 && c.persistent) usage_error("--dtype e4m3 runs the grid scheduler only (cuda.fa3.fp8's)");
+  if (c.e4m3 && c.d == 64 && (c.groups != 3 || c.key_tile != 128)) usage_error("--dtype e4m3 at d = 64 runs three groups and 128-key tiles (cuda.fa3.fp8's)");
   if (c.section > 0 && !c.persistent) usage_error("--section applies to --scheduler persistent");
   if (c.persistent && (c.groups != 2 || c.key_tile != 128)) usage_error("--scheduler persistent runs two groups and 128-key tiles (cuda.fa4's)");
   if (c.n > 16384 || 16384 % c.n != 0) usage_error("--n " + std::to_string(c.n) + ": a divisor of 16384 (B = 16384 / N)");
@@ -121,19 +137,34 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-template <int D, int BlockN, int Groups, bool PShared = false, bool Persistent = false>
+// The FP8 kernels' extra inputs: V^T ([B, H, d, N], keys innermost) and zero block exponents.
+struct Fp8Inputs {
+  const void* vt = nullptr;
+  BlockExponents ex;
+};
+
+template <class Ops, int Groups, bool Persistent = false>
 struct Run {
-  using Ops = Wide16Ops<T, D, BlockN, PShared>;
+  static constexpr int D = Ops::kD, BlockN = Ops::kBlockN;
   using Layout = WsLayout<Groups>;
   static constexpr std::size_t kBytes = ws_smem_bytes<Ops, 2, Persistent, Groups>();
+  static constexpr bool kOByTma = !Persistent && kOStagingFits<Ops>;  // (the kernel's kCanStageO)
 
   // (persistent: the tile counter, cleared before each launch)
   template <class Timeline>
-  static void launch(ForwardParams p, const Timeline& timeline, int* counter, int section, bool o_by_tma) {
+  static void launch(ForwardParams p, const Fp8Inputs& fp8, const Timeline& timeline, int* counter, int section, bool o_by_tma) {
     const AttentionShapeParams& s = p.shape;
-    const CUtensorMap q = map_sw128(p.q, p.type, s, s.heads_q, s.seq_q, kGroupRows);
-    const CUtensorMap k = map_sw128(p.k, p.type, s, s.heads_kv, s.seq_k, BlockN);
-    const CUtensorMap v = map_sw128(p.v, p.type, s, s.heads_kv, s.seq_k, BlockN);
+    CUtensorMap q{}, k{}, v{};
+    if constexpr (Ops::kBlockScales) {
+      const std::int64_t head = static_cast<std::int64_t>(s.seq_q) * D;
+      q = make_tensor_map_e4m3_bhnd(p.q.data, s.batch, s.heads_q, s.seq_q, D, head * s.heads_q, head, D, D, kGroupRows);
+      k = make_tensor_map_e4m3_bhnd(p.k.data, s.batch, s.heads_kv, s.seq_k, D, head * s.heads_kv, head, D, D, BlockN);
+      v = make_tensor_map_e4m3_bhnd(fp8.vt, s.batch, s.heads_kv, D, s.seq_k, head * s.heads_kv, head, s.seq_k, 128, D);
+    } else {
+      q = map_sw128(p.q, p.type, s, s.heads_q, s.seq_q, kGroupRows);
+      k = map_sw128(p.k, p.type, s, s.heads_kv, s.seq_k, BlockN);
+      v = map_sw128(p.v, p.type, s, s.heads_kv, s.seq_k, BlockN);
+    }
     const CUtensorMap o = map_sw128(layout_of(p.o), p.type, s, s.heads_q, s.seq_q, kGroupRows);
     auto* kernel = fa3_forward_ws_kernel<Ops, 2, true, true, Fa3Rule, Persistent, Groups, Timeline>;
     allow_smem(kernel, static_cast<int>(kBytes), "fa3-timeline");
@@ -146,11 +177,11 @@ struct Run {
       if (section > 0) work.section = std::min(section, work.pairs);
       check(cudaMemsetAsync(counter, 0, sizeof(int)), "cudaMemsetAsync (the tile counter)");
       p.work_counter = counter;
-      kernel<<<std::min(static_cast<int>(grid.x * grid.y * grid.z), sms), Layout::kThreads, kBytes>>>(q, k, v, o, p, work, BlockExponents{}, timeline);
+      kernel<<<std::min(static_cast<int>(grid.x * grid.y * grid.z), sms), Layout::kThreads, kBytes>>>(q, k, v, o, p, work, fp8.ex, timeline);
     } else {
       WorkTiles work;
       work.o_by_tma = o_by_tma;
-      kernel<<<grid, Layout::kThreads, kBytes>>>(q, k, v, o, p, work, BlockExponents{}, timeline);
+      kernel<<<grid, Layout::kThreads, kBytes>>>(q, k, v, o, p, work, fp8.ex, timeline);
     }
     check_launch("fa3-timeline");
   }
@@ -196,9 +227,10 @@ void print_tiles(const std::vector<long long>& rec, int items, int groups, int n
   std::printf("  beyond the tile's %d steps: %.0f clocks, %.2f steps\n", n_tiles, fixed, fixed / step);
 }
 
-template <int D, int BlockN, int Groups, bool PShared = false, bool Persistent = false>
-void measure(const Config& c, const ForwardParams& p) {
-  using R = Run<D, BlockN, Groups, PShared, Persistent>;
+template <class Ops, int Groups, bool Persistent = false>
+void measure(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
+  using R = Run<Ops, Groups, Persistent>;
+  constexpr int D = R::D, BlockN = R::BlockN;
   int* counter = nullptr;
   check(cudaMalloc(&counter, sizeof(int)), "cudaMalloc (the tile counter)");
   using Layout = typename R::Layout;
@@ -208,7 +240,7 @@ void measure(const Config& c, const ForwardParams& p) {
   std::vector<double> ms;
   for (int i = 0; i < 10 + c.repeats; ++i) {
     check(cudaEventRecord(start), "cudaEventRecord");
-    R::launch(p, NoTimeline{}, counter, c.section, c.o_by_tma);
+    R::launch(p, fp8, NoTimeline{}, counter, c.section, c.o_by_tma);
     check(cudaEventRecord(stop), "cudaEventRecord");
     check(cudaEventSynchronize(stop), "the kernel");
     float t = 0;
@@ -231,7 +263,7 @@ void measure(const Config& c, const ForwardParams& p) {
   check(cudaMemset(tile_stamps, 0, tile_count * sizeof(long long)), "cudaMemset");
   ClockTimeline timeline;
   timeline.stamps = stamps, timeline.head = s.heads_q / 2, timeline.tiles = tile_stamps, timeline.items = items;
-  R::launch(p, timeline, counter, c.section, c.o_by_tma);
+  R::launch(p, fp8, timeline, counter, c.section, c.o_by_tma);
   check(cudaDeviceSynchronize(), "the stamped kernel");
   std::vector<long long> h(count), tile_h(tile_count);
   check(cudaMemcpy(h.data(), stamps, count * sizeof(long long), cudaMemcpyDeviceToHost), "cudaMemcpy (stamps)");
@@ -240,11 +272,13 @@ void measure(const Config& c, const ForwardParams& p) {
   check(cudaFree(tile_stamps), "cudaFree");
   check(cudaFree(counter), "cudaFree");
 
-  const double products = 64.0 * BlockN * D * 2 * 2 / 4096;  // one group's two products per step, clocks at the dense rate
-  std::printf("cuda.fa3 forward, bf16, d = %d, N = %d, B = %d, H = %d, %s, key tile %d, %d consumer groups, %s scheduler, O by %s: %.3f ms, %.1f TFLOP/s (median of %d, no stamps)\n",
-              D, s.seq_q, s.batch, s.heads_q, c.causal ? "causal" : "no mask", BlockN, Groups,
+  // (one group's two products per step, clocks at the dense rate: 4096 16-bit or 8192 FP8 FLOP per clock per SM)
+  const double products = 64.0 * BlockN * D * 2 * 2 / (Ops::kBlockScales ? 8192 : 4096);
+  std::printf("%s forward, %s, d = %d, N = %d, B = %d, H = %d, %s, key tile %d, %d consumer groups%s, %s scheduler, O by %s: %.3f ms, %.1f TFLOP/s (median of %d, no stamps)\n",
+              Ops::kBlockScales ? "cuda.fa3.fp8" : "cuda.fa3", Ops::kBlockScales ? "e4m3 (O bf16)" : "bf16", D, s.seq_q, s.batch, s.heads_q,
+              c.causal ? "causal" : "no mask", BlockN, Groups, Ops::kPBytes > 0 ? " (P in shared memory)" : "",
               !Persistent ? "grid" : c.section > 0 ? ("persistent (section " + std::to_string(c.section) + ")").c_str() : "persistent",
-              c.o_by_tma && !Persistent ? "TMA" : "stores", t, flops / t / 1e9, c.repeats);
+              c.o_by_tma && R::kOByTma ? "TMA" : "stores", t, flops / t / 1e9, c.repeats);
   if (!c.causal) print_tiles(tile_h, items, Groups, s.seq_k / BlockN);
   if (Persistent) return;  // (the step stamps follow the grid's CTAs)
   std::printf("one group's products per step at the dense rate: %.0f clocks; medians in SM clocks over the steady-state steps of %d CTAs:\n", products, kCtas);
@@ -275,16 +309,27 @@ void measure(const Config& c, const ForwardParams& p) {
 }
 
 template <int D>
-void dispatch(const Config& c, const ForwardParams& p) {
+void dispatch(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
+  if (c.e4m3) {
+    using Out = __nv_bfloat16;
+    if (c.groups == 3) {
+      if constexpr (D == 64) return measure<E4m3Ops<Out, 64>, 3>(c, p, fp8);
+      if constexpr (D == 128) return measure<E4m3Ops<Out, 128, 128, true>, 3>(c, p, fp8);  // (auto's: P in shared memory)
+    } else if constexpr (D == 128) {
+      if (c.key_tile == 224) return measure<E4m3Ops<Out, 128, 224>, 2>(c, p, fp8);
+      return measure<E4m3Ops<Out, 128>, 2>(c, p, fp8);
+    }
+    return;  // (parse refused the rest)
+  }
   if (c.groups == 3) {
-    if constexpr (D == 64) return measure<64, 128, 3>(c, p);
-    if constexpr (D == 128) return measure<128, 128, 3, true>(c, p);  // (P in shared memory: O and S fit 160 registers)
+    if constexpr (D == 64) return measure<Wide16Ops<T, 64>, 3>(c, p, fp8);
+    if constexpr (D == 128) return measure<Wide16Ops<T, 128, 128, true>, 3>(c, p, fp8);  // (P in shared memory: O and S fit 160 registers)
   } else if (c.persistent) {
-    return measure<D, 128, 2, false, true>(c, p);
+    return measure<Wide16Ops<T, D>, 2, true>(c, p, fp8);
   } else if (c.key_tile == 176) {
-    return measure<D, 176, 2>(c, p);
+    return measure<Wide16Ops<T, D, 176>, 2>(c, p, fp8);
   } else {
-    return measure<D, 128, 2>(c, p);
+    return measure<Wide16Ops<T, D>, 2>(c, p, fp8);
   }
 }
 
@@ -328,9 +373,28 @@ int main(int argc, char** argv) {
     p.q = {qkv[0], batch, head, c.d}, p.k = {qkv[1], batch, head, c.d}, p.v = {qkv[2], batch, head, c.d};
     p.o = {o, batch, head, c.d};
     p.lse = lse;
-    c.d == 64 ? dispatch<64>(c, p) : dispatch<128>(c, p);
+    // e4m3: Q, K and V^T as bytes of N(0, 1) values rounded to e4m3 (strides in bytes), every block exponent 0
+    Fp8Inputs fp8;
+    std::uint8_t* fp8_tensors[3] = {};
+    int* exponents = nullptr;
+    if (c.e4m3) {
+      std::vector<std::uint8_t> bytes(elements);
+      for (std::uint8_t*& x : fp8_tensors) {
+        check(cudaMalloc(&x, elements), "cudaMalloc (e4m3 inputs)");
+        for (std::uint8_t& e : bytes) e = __nv_cvt_float_to_fp8(normal(rng), __NV_SATFINITE, __NV_E4M3);
+        check(cudaMemcpy(x, bytes.data(), elements, cudaMemcpyHostToDevice), "cudaMemcpy (e4m3 inputs)");
+      }
+      const int blocks = (c.n + 127) / 128;  // (at least the blocks of any key tile)
+      check(cudaMalloc(&exponents, static_cast<std::size_t>(b) * heads * blocks * sizeof(int)), "cudaMalloc (exponents)");
+      check(cudaMemset(exponents, 0, static_cast<std::size_t>(b) * heads * blocks * sizeof(int)), "cudaMemset (exponents)");
+      p.q = {fp8_tensors[0], batch, head, c.d}, p.k = {fp8_tensors[1], batch, head, c.d};
+      fp8.vt = fp8_tensors[2];
+      fp8.ex = {exponents, exponents, exponents, blocks, (c.n + c.key_tile - 1) / c.key_tile};
+    }
+    c.d == 64 ? dispatch<64>(c, p, fp8) : dispatch<128>(c, p, fp8);
     for (T* x : qkv) cudaFree(x);
-    cudaFree(o), cudaFree(lse);
+    for (std::uint8_t* x : fp8_tensors) cudaFree(x);
+    cudaFree(exponents), cudaFree(o), cudaFree(lse);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fa3-timeline: %s\n", e.what());
     return 1;

@@ -1,0 +1,122 @@
+// The Operands of fa3_forward_ws_kernel for cuda.fa3.fp8 (E4m3Ops; fa3_fp8_kernels.cu launches them, and
+// kernels/cuda/tools/fa3_timeline.cu stamps them): e4m3 Q, K and V^T on QGMMA, P rounded to e4m3, O in bf16 or fp16,
+// with V^T's key order (fp8_key_of_slot) that lets P's A fragments come straight from S's accumulator.
+#pragma once
+
+#include <cuda_fp8.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/fa3_forward.cuh"
+#include "kernels/cuda/fa3_fp8_kernels.hpp"
+#include "kernels/cuda/hopper/wgmma_e4m3.cuh"
+
+namespace fc::kernels::cuda::fa3 {
+
+// The key (0..31 within its 32) that P's A-fragment slot s holds: slot 4 t + i (i < 4) of the low half is
+// S's column 8 (i / 2) + 2 t + i % 2 (n8 blocks 0 and 1), the high half the same 16 keys on.
+__host__ __device__ constexpr int fp8_key_of_slot(int s) { return 16 * (s / 16) + 8 * ((s % 4) / 2) + 2 * ((s % 16) / 4) + (s % 2); }
+
+// Four floats rounded to e4m3 (to nearest, saturating), packed low byte first.
+__device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
+  const std::uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+  const std::uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+  return lo | (hi << 16);
+}
+
+// The Operands of fa3_forward_ws_kernel for e4m3 Q, K and V^T; O stored as Out (bf16 or fp16). Key tiles of
+// BlockN: 128, or FA3's FP8 tile at d = 128, 224 (block_k; a step's products are half of bf16's, so a longer tile
+// spreads the step's fixed costs over more keys). K and V carry one block exponent per key tile.
+// PShared: P goes to a 64 x 128-byte tile of the group's in shared memory (the 128-byte swizzle, K-major, its bytes in
+// the A fragments' order, so V^T's key order is unchanged) and P V reads it from there (QGMMA SS), FA3's
+// Mma1_is_RS = false. P then holds no registers across the next S's product, which is what lets three consumer
+// groups of 160 registers run at d = 128: O 64 + S 64 (with P's 16 in registers too ptxas serialised every wgmma, C7512;
+// without them it spills 220 bytes: a few local loads and stores in the unmasked step, more in the masked one).
+template <class Out_, int D, int BlockN = fa3::kBlockN, bool PShared = false>
+struct E4m3Ops {
+  static_assert(D == 64 || D == 128, "head dim 64 or 128");
+  static_assert(BlockN == 128 || (BlockN == 224 && D == 128), "fp8_key_tile_supported's tiles");
+  static_assert(!PShared || (BlockN == 128 && D == 128), "P in shared memory: rows of 128 keys (one 128-byte swizzle span), P V by m64n128k32");
+  static constexpr int kBlockN = BlockN;  // keys per tile: one block exponent each
+  // (the kernel indexes K's and V's exponents by its key tile, and Q's by a group's first row: a group's 64
+  // rows lie in one block)
+  static_assert(kFp8BlockRows % kGroupRows == 0, "a group's rows in one block");
+  static constexpr int kQBlockRows = kFp8BlockRows;
+  using Out = Out_;
+  static constexpr int kD = D;
+  static constexpr int kPaSteps = BlockN / 32;  // k32 steps over a tile's keys
+  struct NoFragments {};
+  using PFragments = std::conditional_t<PShared, NoFragments, std::uint32_t[kPaSteps][4]>;
+  static constexpr unsigned kPBytes = PShared ? kGroupRows * BlockN : 0;
+  // V^T's tile in boxes of 128 keys (128-byte rows, the 128-byte swizzle): one, or two for 224 keys, whose second
+  // box's last 32 keys go unread (a TMA box must not be wider than its swizzle, and 224 is no multiple of 64 or 128).
+  static constexpr int kVtBoxes = (BlockN + 127) / 128;
+  static constexpr unsigned kVtBoxBytes = D * 128;
+  static constexpr unsigned kQBytes = kGroupRows * D, kKBytes = kBlockN * D, kVBytes = kVtBoxes * kVtBoxBytes;
+  static constexpr bool kBlockScales = true;
+  // One box each: Q's 64 rows x d, K's BlockN keys x d; V^T's d rows x 128 keys per box (coordinates innermost first).
+  __device__ static void load_q(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) { tma_load_4d(dst, map, bar, 0, row0, h, b); }
+  __device__ static void load_k(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) { tma_load_4d(dst, map, bar, 0, key0, hk, b); }
+  __device__ static void load_v(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) {
+    for (int box = 0; box < kVtBoxes; ++box) tma_load_4d(dst + box * kVtBoxBytes, map, bar, key0 + 128 * box, 0, hk, b);
+  }
+
+  __device__ static std::uint64_t d_major(const void* p) { return D == 128 ? wgmma_descriptor_sw128(p) : wgmma_descriptor_sw64(p); }
+
+  __device__ static void qk(float (&sc)[BlockN / 8][4], const unsigned char* sQ, const unsigned char* sK) {
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < D / 32; ++k) {
+      if constexpr (BlockN == 224) {
+        wgmma_m64n224k32_e4m3_ss(reinterpret_cast<float(&)[112]>(sc), wgmma_descriptor_advance(d_major(sQ), k), wgmma_descriptor_advance(d_major(sK), k), k > 0);
+      } else {
+        wgmma_m64n128k32_e4m3_ss(reinterpret_cast<float(&)[64]>(sc), wgmma_descriptor_advance(d_major(sQ), k), wgmma_descriptor_advance(d_major(sK), k), k > 0);
+      }
+    }
+    wgmma_commit();
+  }
+  // k32 step kk covers S's n8 blocks 4 kk .. 4 kk + 3: a[0] = row g's pairs of blocks 0 and 1, a[1] row g + 8's,
+  // a[2] and a[3] the same of blocks 2 and 3 (hence V^T's key order, fp8_key_of_slot). PShared: the same four words go
+  // to the group's tile (store_p_tile), whose bytes are then the fragments' slots, so its columns are V^T's.
+  __device__ static void fragments(std::uint32_t (&a)[kPaSteps][4], const float (&sc)[BlockN / 8][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kPaSteps; ++kk) {
+      const float(&b0)[4] = sc[4 * kk];
+      const float(&b1)[4] = sc[4 * kk + 1];
+      const float(&b2)[4] = sc[4 * kk + 2];
+      const float(&b3)[4] = sc[4 * kk + 3];
+      a[kk][0] = e4m3x4(b0[0], b0[1], b1[0], b1[1]);
+      a[kk][1] = e4m3x4(b0[2], b0[3], b1[2], b1[3]);
+      a[kk][2] = e4m3x4(b2[0], b2[1], b3[0], b3[1]);
+      a[kk][3] = e4m3x4(b2[2], b2[3], b3[2], b3[3]);
+    }
+  }
+  __device__ static void pack(PFragments& pa, const float (&sc)[BlockN / 8][4], unsigned char* sP) {
+    if constexpr (PShared) {
+      std::uint32_t words[kPaSteps][4];
+      fragments(words, sc);
+      store_p_tile(sP, words);  // (fa3_forward.cuh: the fragments' words at their places in the group's tile, then the fence)
+    } else {
+      fragments(pa, sc);
+    }
+  }
+  __device__ static void pv(float (&o)[D / 8][4], const PFragments& pa, const unsigned char* sP, const unsigned char* sVt) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kPaSteps; ++kk) {
+      // (d rows of 128 keys (128 bytes) per box; k32 step kk in box kk / 4)
+      const std::uint64_t b = wgmma_descriptor_advance(wgmma_descriptor_sw128(sVt + (kk / 4) * kVtBoxBytes), kk % 4);
+      if constexpr (PShared) {
+        wgmma_m64n128k32_e4m3_ss(reinterpret_cast<float(&)[64]>(o), wgmma_descriptor_advance(wgmma_descriptor_sw128(sP), kk), b, 1);
+      } else if constexpr (D == 128) {
+        wgmma_m64n128k32_e4m3_rs(reinterpret_cast<float(&)[64]>(o), pa[kk], b, 1);
+      } else {
+        wgmma_m64n64k32_e4m3_rs(reinterpret_cast<float(&)[32]>(o), pa[kk], b, 1);
+      }
+    }
+    wgmma_commit();
+  }
+};
+
+}  // namespace fc::kernels::cuda::fa3
