@@ -77,6 +77,14 @@ int int_arg(int argc, char** argv, int& i) {
   return static_cast<int>(v);
 }
 
+// Whether the value after argv[i] is `second` (false: `first`); any other value is a usage error.
+bool second_of_two(int argc, char** argv, int& i, const std::string& first, const std::string& second) {
+  if (i + 1 >= argc) usage_error(std::string(argv[i]) + " needs a value");
+  const std::string v = argv[++i];
+  if (v != first && v != second) usage_error(std::string(argv[i - 1]) + " " + v + ": " + first + " or " + second);
+  return v == second;
+}
+
 Config parse(int argc, char** argv) {
   Config c;
   for (int i = 1; i < argc; ++i) {
@@ -92,20 +100,11 @@ Config parse(int argc, char** argv) {
     } else if (a == "--repeats") {
       c.repeats = int_arg(argc, argv, i);
     } else if (a == "--scheduler") {
-      if (i + 1 >= argc) usage_error("--scheduler needs a value");
-      const std::string v = argv[++i];
-      if (v != "grid" && v != "persistent") usage_error("--scheduler " + v + ": grid or persistent");
-      c.persistent = v == "persistent";
+      c.persistent = second_of_two(argc, argv, i, "grid", "persistent");
     } else if (a == "--epilogue") {
-      if (i + 1 >= argc) usage_error("--epilogue needs a value");
-      const std::string v = argv[++i];
-      if (v != "tma" && v != "stores") usage_error("--epilogue " + v + ": tma or stores");
-      c.o_by_tma = v == "tma";
+      c.o_by_tma = !second_of_two(argc, argv, i, "tma", "stores");
     } else if (a == "--dtype") {
-      if (i + 1 >= argc) usage_error("--dtype needs a value");
-      const std::string v = argv[++i];
-      if (v != "bf16" && v != "e4m3") usage_error("--dtype " + v + ": bf16 or e4m3");
-      c.e4m3 = v == "e4m3";
+      c.e4m3 = second_of_two(argc, argv, i, "bf16", "e4m3");
     } else if (a == "--section") {
       c.section = int_arg(argc, argv, i);
     } else if (a == "--causal") {
