@@ -331,7 +331,9 @@ class CudaFa3 final : public CudaAttentionSubject {
                       "ws_overlap_pingpong_3stage (with a 3-stage ring), ws_overlap_pingpong_3groups (three consumer warpgroups in "
                       "turn, 192 rows per CTA; d = 64 only, so the subject then offers d = 64 alone, its backward too), "
                       "ws_overlap_pingpong_3groups_p_shared (the same at d = 128 only, P V reading P from shared memory; 1-10 % slower "
-                      "than ws_overlap_pingpong there on an H200), or auto (3groups at d = 64, ws_overlap_pingpong at d = 128 and with key_tile=176)"},
+                      "than ws_overlap_pingpong there on an H200), ws_overlap_3groups and ws_overlap_3groups_p_shared (those two without turns: "
+                      "each group issues its products as soon as its P is ready; d = 64 and d = 128 only), or auto (3groups at d = 64, "
+                      "ws_overlap_pingpong at d = 128 and with key_tile=176)"},
                      {"bwd", "fused",
                       "fused (one key-tiled pass; dQ's partials added into an fp32 accumulator by atomics, so its bits vary "
                       "from run to run) or two_pass (a key-tiled dK/dV pass and a query-tiled dQ pass: deterministic)"},
@@ -398,16 +400,16 @@ class CudaFa3 final : public CudaAttentionSubject {
         if (key_tile_ != 128 && s != Fa3Schedule::ws_overlap_pingpong) throw SubjectError(info_.name + ": schedule=" + value + " runs with key_tile=128 only");
         info_.options[0].value = value;
         schedule_ = s;
-        info_.head_dims = s == Fa3Schedule::ws_overlap_pingpong_3groups            ? std::vector<int>{64}
-                          : s == Fa3Schedule::ws_overlap_pingpong_3groups_p_shared ? std::vector<int>{128}
-                                                                                   : std::vector<int>{64, 128};
+        const bool d64 = s == Fa3Schedule::ws_overlap_pingpong_3groups || s == Fa3Schedule::ws_overlap_3groups;
+        const bool d128 = s == Fa3Schedule::ws_overlap_pingpong_3groups_p_shared || s == Fa3Schedule::ws_overlap_3groups_p_shared;
+        info_.head_dims = d64 ? std::vector<int>{64} : d128 ? std::vector<int>{128} : std::vector<int>{64, 128};
         return;
       }
     }
     if (value != "auto") {
       throw SubjectError(info_.name + ": schedule=" + value +
                          ": one of auto, one_group, ws, ws_overlap, ws_overlap_pingpong, ws_overlap_pingpong_3stage, ws_overlap_pingpong_3groups, "
-                         "ws_overlap_pingpong_3groups_p_shared");
+                         "ws_overlap_pingpong_3groups_p_shared, ws_overlap_3groups, ws_overlap_3groups_p_shared");
     }
     info_.options[0].value = value;
     schedule_ = kAuto;
@@ -424,7 +426,8 @@ class CudaFa3 final : public CudaAttentionSubject {
  private:
   static constexpr Fa3Schedule kSchedules[] = {Fa3Schedule::one_group,          Fa3Schedule::ws, Fa3Schedule::ws_overlap, Fa3Schedule::ws_overlap_pingpong,
                                                Fa3Schedule::ws_overlap_pingpong_3stage, Fa3Schedule::ws_overlap_pingpong_3groups,
-                                               Fa3Schedule::ws_overlap_pingpong_3groups_p_shared};
+                                               Fa3Schedule::ws_overlap_pingpong_3groups_p_shared, Fa3Schedule::ws_overlap_3groups,
+                                               Fa3Schedule::ws_overlap_3groups_p_shared};
   static constexpr Fa3Schedule kAuto = Fa3Schedule::automatic;
   Fa3Schedule schedule_ = kAuto;
   int key_tile_ = 128;

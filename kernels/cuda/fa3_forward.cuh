@@ -335,6 +335,7 @@ __device__ inline void store_rows(const float (&o)[D / 8][4], RowStats& st, cons
   auto* out = static_cast<T*>(p.o.data) + b * p.o.batch + h * p.o.head;
   const std::uint64_t o_row_base = (static_cast<std::uint64_t>(b) * s.heads_q + h) * s.seq_q;
   const RowTotals totals = row_totals(st);
+  const float f1 = Scaled ? ldexpf(1.f, o_exp / 2) : 1.f, f2 = Scaled ? ldexpf(1.f, o_exp - o_exp / 2) : 1.f;  // (2^o_exp's two halves)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = th.row0 + 8 * r;
@@ -345,10 +346,7 @@ __device__ inline void store_rows(const float (&o)[D / 8][4], RowStats& st, cons
     for (int nb = 0; nb < D / 8; ++nb) {
       const int col = nb * 8 + 2 * th.t;
       float x0 = o[nb][2 * r] * inv, x1 = o[nb][2 * r + 1] * inv;
-      if constexpr (Scaled) {
-        const float f1 = ldexpf(1.f, o_exp / 2), f2 = ldexpf(1.f, o_exp - o_exp / 2);
-        x0 = x0 * f1 * f2, x1 = x1 * f1 * f2;
-      }
+      if constexpr (Scaled) x0 = x0 * f1 * f2, x1 = x1 * f1 * f2;
       store_pair<T>(out + row * p.o.row + col, x0, x1, p.rounding, p.o_stream, index0 + col);
     }
   }
@@ -367,13 +365,14 @@ template <class T, int D, bool Scaled = false>
 __device__ inline void store_rows_by_tma(unsigned char* const (&boxes)[D / 64], const float (&o)[D / 8][4], RowStats& st, const GroupThread& th, const ForwardParams& p,
                                          const CUtensorMap* o_map, int h, int b, int group_barrier, bool issuer, int o_exp = 0) {
   const RowTotals totals = row_totals(st);
+  const float f1 = Scaled ? ldexpf(1.f, o_exp / 2) : 1.f, f2 = Scaled ? ldexpf(1.f, o_exp - o_exp / 2) : 1.f;  // (store_rows' two halves)
   float scaled[D / 8][4];
 #pragma unroll
   for (int nb = 0; nb < D / 8; ++nb) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       scaled[nb][e] = o[nb][e] * totals.inv[e / 2];
-      if constexpr (Scaled) scaled[nb][e] = scaled[nb][e] * ldexpf(1.f, o_exp / 2) * ldexpf(1.f, o_exp - o_exp / 2);  // (store_rows' two halves, in its order)
+      if constexpr (Scaled) scaled[nb][e] = scaled[nb][e] * f1 * f2;  // (store_rows' order)
     }
   }
   std::uint32_t words[D / 16][4];
@@ -579,9 +578,10 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
                                                                                       const WorkTiles work, const BlockExponents ex, const Timeline timeline) {
   static_assert(!PingPong || Overlap, "the turns cover the pair of products a step issues together");
   static_assert(!Ops::kBlockScales || Overlap, "block exponents are applied by the overlapped schedule");
-  // (P in shared memory: a group's turn barrier, which all its threads sync on after pack, orders their P stores before
-  // the P V that reads them; the tile is rewritten only after that P V is complete)
-  static_assert(Ops::kPBytes == 0 || PingPong, "P in shared memory is handed to P V by the turns");
+  // (P in shared memory: a barrier that all the group's threads sync on after pack orders their P stores before the
+  // P V that reads them: the turn barrier with turns, the group's own barrier without (the overlapped loop's
+  // group_barrier); the tile is rewritten only after that P V is complete)
+  static_assert(Ops::kPBytes == 0 || Overlap, "P in shared memory is handed to P V by the overlapped loop's barriers");
   static_assert(Ops::kPBytes % 1024 == 0 && ((Persistent ? 2 : 1) * WsLayout<Groups>::kGroups * Ops::kQBytes + Stages * (Ops::kKBytes + Ops::kVBytes)) % 1024 == 0,
                 "each group's P tile starts on a 1024-byte swizzle atom (its descriptor has no base offset)");
   constexpr int D = Ops::kD, BlockN = Ops::kBlockN;
@@ -693,7 +693,18 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
     o_boxes[box] = box < kOBoxesInQ<Ops> ? sQ + group * Ops::kQBytes + box * kQBox : sPg + (box - kOBoxesInQ<Ops>) * kQBox;
   }
   const bool issuer = threadIdx.x % 128 == 0;
-  const int epilogue_barrier = kTurnBarrier + kGroups + group;  // (after the turns' barriers)
+  // The group's own barrier (128 threads; numbered after the turns'): the epilogue's, and without turns the one that
+  // hands P in shared memory to P V. Without turns (!PingPong) each group issues its products as soon as its own
+  // P is packed: the tensor pipe takes the groups' products in the order they come (NOTES: "Three groups without turns").
+  const int group_barrier = kTurnBarrier + kGroups + group;
+  constexpr bool kSyncOwnP = !PingPong && Ops::kPBytes > 0;
+  const auto before_issue = [&] {
+    if constexpr (PingPong) {
+      named_barrier_sync(my_turn, kTurnThreads);
+    } else if constexpr (kSyncOwnP) {
+      named_barrier_sync(group_barrier, 128);
+    }
+  };
   int rescales = 0, kv = 0;
   for (int local = 0; local < (Persistent ? tiles : 1); ++local) {
     const int qb = local % kQBuffers;
@@ -764,7 +775,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         const int e = Persistent ? warp_uniform(kv + j) : kv + j;
         const unsigned char* sQs = Persistent ? sQ + warp_uniform(static_cast<int>((qb * kGroups + group) * Ops::kQBytes)) : sQg;
         timeline.mark(group, j, kTurnWait);
-        if (PingPong) named_barrier_sync(my_turn, kTurnThreads);
+        before_issue();
         timeline.mark(group, j, kIssue);
         float sc[BlockN / 8][4];
         mbarrier_wait(&k_full[(e + 1) % Stages], parity(e + 1));
@@ -795,7 +806,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
       }
       if (n_tiles > 0) {
         const int e = kv + n_tiles - 1;
-        if (PingPong) named_barrier_sync(my_turn, kTurnThreads);
+        before_issue();
         timeline.mark_tile(group, item, kTileLastTurn);
         mbarrier_wait(&v_full[e % Stages], parity(e));
         Ops::pv(o, pa, sPg, v_tile(e));
@@ -812,8 +823,8 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
       if (n_tiles > 0) o_exp = ex.v_of(s, c.h, c.b)[n_tiles - 1];  // (O is in units of the last V block's scale)
     }
     if (o_by_tma) {
-      named_barrier_sync(epilogue_barrier, 128);
-      store_rows_by_tma<typename Ops::Out, D, Ops::kBlockScales>(o_boxes, o, st, th, p, &o_map, c.h, c.b, epilogue_barrier, issuer, o_exp);
+      named_barrier_sync(group_barrier, 128);
+      store_rows_by_tma<typename Ops::Out, D, Ops::kBlockScales>(o_boxes, o, st, th, p, &o_map, c.h, c.b, group_barrier, issuer, o_exp);
     } else {
       store_rows<typename Ops::Out, D, Ops::kBlockScales>(o, st, th, p, c.h, c.b, o_exp);
     }
@@ -856,6 +867,14 @@ inline bool tma_readable16(const Strided& x, int batch, int heads, int rows, int
 // An output's layout as the Strided that strides_of, tma_readable16 and map_sw128 take (a tensor map describes a
 // layout, for loads and stores alike).
 inline Strided layout_of(const StridedOut& x) { return {x.data, x.batch, x.head, x.row}; }
+// Whether a grid forward can store p's O by TMA (store_rows_by_tma) where its epilogue is asked to and its tiles hold
+// the staging boxes: O rounded to nearest (stochastic rounding draws each element's word by its index, which
+// store_rows does element by element) and a layout TMA can write. cuda.fa3's and cuda.fa4's launchers and
+// fa3_fp8_o_by_tma take this one rule.
+inline bool o_storable_by_tma(const ForwardParams& p) {
+  const AttentionShapeParams& s = p.shape;
+  return !p.rounding.stochastic && tma_readable16(layout_of(p.o), s.batch, s.heads_q, s.seq_q, s.head_dim);
+}
 // x's map with the 128-byte swizzle (make_tensor_map_sw128_bhnd): boxes of 64 along d x box_rows rows. x must be
 // tma_readable16.
 inline CUtensorMap map_sw128(const Strided& x, StorageType type, const AttentionShapeParams& s, int heads, int rows, std::uint32_t box_rows) {

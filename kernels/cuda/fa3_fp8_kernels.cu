@@ -1,6 +1,6 @@
 // cuda.fa3.fp8's forward (kernels/cuda/NOTES.md, "cuda.fa3.fp8"): cuda.fa3's warp-specialised pipeline
-// (fa3_forward.cuh: producer warpgroup, K/V ring, two consumer warpgroups (three at d = 64) taking turns, the next S issued with
-// this tile's P V) with e4m3 operands on the FP8 tensor cores (QGMMA, hopper/wgmma_e4m3.cuh):
+// (fa3_forward.cuh: producer warpgroup, K/V ring, consumer warpgroups (two, three at d = 64, taking turns; three at d = 128
+// with P in shared memory, by default without turns: Fp8Turns), the next S issued with this tile's P V) with e4m3 operands on the FP8 tensor cores (QGMMA, hopper/wgmma_e4m3.cuh):
 //   - S = Q K^T by m64nBk32 from shared memory (B keys a tile: 128, or block_k's 224 at d = 128),
 //     both K-major (Q and K as stored: d innermost);
 //   - P rounded to e4m3 (RN, saturating; P <= 1) straight from S's accumulator registers into A fragments;
@@ -140,18 +140,19 @@ void require_grid(int heads, int batch, const char* what) {
 // Groups consumer warpgroups: kForwardGroups<D> (three at d = 64) with P in registers, or three at d = 128 with P in
 // shared memory (PShared). The layout changes when rows are computed, not how: the same bits.
 // o_map: O's map where work.o_by_tma (the kernel stages O only where its Q and P tiles hold it: PShared).
-template <class Out, int D, int BlockN = kBlockN, bool PShared = false, int Groups = kForwardGroups<D>>
-void launch_fp8(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& vt, const CUtensorMap& o_map, const WorkTiles& work, const ForwardParams& p,
-                const BlockExponents& ex, cudaStream_t stream) {
+// Turns: the consumer groups take turns to issue (fa3_fp8_takes_turns).
+template <class Out, int D, int BlockN = kBlockN, bool PShared = false, int Groups = kForwardGroups<D>, bool Turns = true>
+void launch_fp8(const Fp8TensorMaps& m, const WorkTiles& work, const ForwardParams& p, const BlockExponents& ex, cudaStream_t stream) {
   using Ops = E4m3Ops<Out, D, BlockN, PShared>;
   constexpr int kStages = 2, kGroups = Groups;
   using Layout = WsLayout<kGroups>;
   constexpr std::size_t bytes = ws_smem_bytes<Ops, kStages, false, kGroups>();
   static_assert(bytes <= kSm90SharedBytesPerBlock, "cuda.fa3.fp8: shared memory beyond sm_90's 227 KiB per block");
   static_assert(!PShared || kOStagingFits<Ops>, "P's tile and Q's hold O's staging boxes (fa3_fp8_o_by_tma's rule)");
-  auto* kernel = fa3_forward_ws_kernel<Ops, kStages, true, true, Fa3Rule, false, kGroups>;
+  static_assert(Turns || PShared, "without turns: P in shared memory only (fa3_fp8_takes_turns' rule)");
+  auto* kernel = fa3_forward_ws_kernel<Ops, kStages, true, Turns, Fa3Rule, false, kGroups>;
   allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3.fp8");
-  kernel<<<grid_of(p.shape, Layout::kCtaRows, "cuda.fa3.fp8"), Layout::kThreads, bytes, stream>>>(q, k, vt, o_map, p, work, ex, NoTimeline{});
+  kernel<<<grid_of(p.shape, Layout::kCtaRows, "cuda.fa3.fp8"), Layout::kThreads, bytes, stream>>>(m.q, m.k, m.vt, m.o, p, work, ex, NoTimeline{});
 }
 
 }  // namespace
@@ -165,10 +166,24 @@ bool fa3_fp8_p_from_shared(const Fp8ForwardParams& f) {
 // O by TMA (Fa3Epilogue::automatic) where the kernel has shared memory to stage it in: a 16-bit O of 64 rows x 128 is
 // two boxes, an e4m3 Q tile holds one and the P tile the other (P in shared memory only); stochastic rounding draws
 // each element's word by its index (store_rows), and TMA needs O's strides in multiples of 16 bytes.
-bool fa3_fp8_o_by_tma(const Fp8ForwardParams& f) {
-  const AttentionShapeParams& s = f.p.shape;
-  return f.epilogue == Fa3Epilogue::automatic && fa3_fp8_p_from_shared(f) && !f.p.rounding.stochastic &&
-         tma_readable16(layout_of(f.p.o), s.batch, s.heads_q, s.seq_q, s.head_dim);
+bool fa3_fp8_o_by_tma(const Fp8ForwardParams& f) { return f.epilogue == Fa3Epilogue::automatic && fa3_fp8_p_from_shared(f) && o_storable_by_tma(f.p); }
+
+// automatic: none where P is in shared memory, + 2.5-3 % there without a mask (NOTES "Three groups without turns"); the
+// two-group kernels (P in registers) keep FA3's ping-pong.
+bool fa3_fp8_takes_turns(const Fp8ForwardParams& f) { return f.turns == Fp8Turns::ring || !fa3_fp8_p_from_shared(f); }
+
+Fp8TensorMaps fa3_fp8_tensor_maps(const Fp8ForwardParams& f) {
+  const ForwardParams& p = f.p;
+  const AttentionShapeParams& s = p.shape;
+  const int d = s.head_dim, vt_keys = fp8_vt_keys(s.seq_k);
+  const MapStrides mq = strides_of(p.q, s.batch, s.heads_q, s.seq_q, d), mk = strides_of(p.k, s.batch, s.heads_kv, s.seq_k, d);
+  const std::int64_t vt_head = static_cast<std::int64_t>(d) * vt_keys;
+  Fp8TensorMaps m;
+  m.q = make_tensor_map_e4m3_bhnd(p.q.data, s.batch, s.heads_q, s.seq_q, d, mq.batch, mq.head, mq.row, d, kGroupRows);
+  m.k = make_tensor_map_e4m3_bhnd(p.k.data, s.batch, s.heads_kv, s.seq_k, d, mk.batch, mk.head, mk.row, d, f.block_k);
+  m.vt = make_tensor_map_e4m3_bhnd(f.vt, s.batch, s.heads_kv, d, vt_keys, vt_head * s.heads_kv, vt_head, vt_keys, 128, d);
+  if (fa3_fp8_o_by_tma(f)) m.o = map_sw128(layout_of(p.o), p.type, s, s.heads_q, s.seq_q, kGroupRows);
+  return m;
 }
 
 bool fa3_fp8_supports(const ForwardParams& p) {
@@ -194,26 +209,28 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
     throw std::runtime_error("cuda.fa3.fp8: P from shared memory (p_operand=shared) at head dim 128 with block_k 128 only (got head dim " + std::to_string(s.head_dim) +
                              ", block_k " + std::to_string(f.block_k) + ")");
   }
-  const int d = s.head_dim, vt_keys = fp8_vt_keys(s.seq_k);
-  const MapStrides mq = strides_of(p.q, s.batch, s.heads_q, s.seq_q, d), mk = strides_of(p.k, s.batch, s.heads_kv, s.seq_k, d);
-  const CUtensorMap q = make_tensor_map_e4m3_bhnd(p.q.data, s.batch, s.heads_q, s.seq_q, d, mq.batch, mq.head, mq.row, d, kGroupRows);
-  const CUtensorMap k = make_tensor_map_e4m3_bhnd(p.k.data, s.batch, s.heads_kv, s.seq_k, d, mk.batch, mk.head, mk.row, d, f.block_k);
-  const std::int64_t vt_head = static_cast<std::int64_t>(d) * vt_keys;
-  const CUtensorMap vt = make_tensor_map_e4m3_bhnd(f.vt, s.batch, s.heads_kv, d, vt_keys, vt_head * s.heads_kv, vt_head, vt_keys, 128, d);
+  if (f.turns == Fp8Turns::none && !fa3_fp8_p_from_shared(f)) {
+    throw std::runtime_error("cuda.fa3.fp8: turns=none with P in shared memory only (head dim 128, block_k 128, p_operand auto or shared; got head dim " +
+                             std::to_string(s.head_dim) + ", block_k " + std::to_string(f.block_k) + ")");
+  }
+  const Fp8TensorMaps m = fa3_fp8_tensor_maps(f);
   const BlockExponents ex{f.q_exponents, f.k_exponents, f.v_exponents, (s.seq_q + kFp8BlockRows - 1) / kFp8BlockRows, (s.seq_k + f.block_k - 1) / f.block_k};
   const bool fp16 = p.type == StorageType::fp16;
   WorkTiles work;
-  CUtensorMap o{};
   work.o_by_tma = fa3_fp8_o_by_tma(f);
-  if (work.o_by_tma) o = map_sw128(layout_of(p.o), p.type, s, s.heads_q, s.seq_q, kGroupRows);
+  const int d = s.head_dim;
   if (fa3_fp8_p_from_shared(f)) {
-    fp16 ? launch_fp8<__half, 128, 128, true, 3>(q, k, vt, o, work, p, ex, stream) : launch_fp8<__nv_bfloat16, 128, 128, true, 3>(q, k, vt, o, work, p, ex, stream);
+    if (fa3_fp8_takes_turns(f)) {
+      fp16 ? launch_fp8<__half, 128, 128, true, 3>(m, work, p, ex, stream) : launch_fp8<__nv_bfloat16, 128, 128, true, 3>(m, work, p, ex, stream);
+    } else {
+      fp16 ? launch_fp8<__half, 128, 128, true, 3, false>(m, work, p, ex, stream) : launch_fp8<__nv_bfloat16, 128, 128, true, 3, false>(m, work, p, ex, stream);
+    }
   } else if (d == 128 && f.block_k == 224) {
-    fp16 ? launch_fp8<__half, 128, 224>(q, k, vt, o, work, p, ex, stream) : launch_fp8<__nv_bfloat16, 128, 224>(q, k, vt, o, work, p, ex, stream);
+    fp16 ? launch_fp8<__half, 128, 224>(m, work, p, ex, stream) : launch_fp8<__nv_bfloat16, 128, 224>(m, work, p, ex, stream);
   } else if (d == 128) {
-    fp16 ? launch_fp8<__half, 128>(q, k, vt, o, work, p, ex, stream) : launch_fp8<__nv_bfloat16, 128>(q, k, vt, o, work, p, ex, stream);
+    fp16 ? launch_fp8<__half, 128>(m, work, p, ex, stream) : launch_fp8<__nv_bfloat16, 128>(m, work, p, ex, stream);
   } else {
-    fp16 ? launch_fp8<__half, 64>(q, k, vt, o, work, p, ex, stream) : launch_fp8<__nv_bfloat16, 64>(q, k, vt, o, work, p, ex, stream);
+    fp16 ? launch_fp8<__half, 64>(m, work, p, ex, stream) : launch_fp8<__nv_bfloat16, 64>(m, work, p, ex, stream);
   }
   check_launch("cuda.fa3.fp8 forward");
 }

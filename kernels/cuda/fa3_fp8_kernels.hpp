@@ -6,6 +6,7 @@
 // std::runtime_error naming the kernel and the CUDA error.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -33,6 +34,12 @@ inline int fp8_vt_keys(int seq_k) { return (seq_k + 127) / 128 * 128; }
 // shared memory"). automatic is shared where fp8_p_shared_supported allows it, registers elsewhere.
 enum class Fp8POperand : std::uint8_t { automatic, registers, shared };
 inline bool fp8_p_shared_supported(int block_k, int head_dim) { return block_k == 128 && head_dim == 128; }
+// Whether the consumer groups take turns to issue their products (ring: FA3's ping-pong, in a ring of three where P is
+// in shared memory) or each issues them as soon as its own P is ready (none: with P in shared memory only, where the
+// group's own barrier hands P to P V; the tensor pipe takes the three groups' products in the order they come).
+// automatic: none where P is in shared memory (kernels/cuda/NOTES.md, "Three groups without turns"), ring elsewhere.
+// The same bits either way: each group's products and their order do not change.
+enum class Fp8Turns : std::uint8_t { automatic, ring, none };
 
 struct Fp8ForwardParams {
   ForwardParams p;  // shape, O (p.type: bf16 or fp16), L, rounding; p.q and p.k: e4m3 (element strides = bytes)
@@ -43,6 +50,7 @@ struct Fp8ForwardParams {
   // automatic: O by TMA (through the group's Q and P tiles) where P is in shared memory (fa3_fp8_p_from_shared), O is
   // rounded to nearest and TMA can write it (fa3_fp8_o_by_tma); store_rows' 4-byte stores otherwise. The same bits.
   Fa3Epilogue epilogue = Fa3Epilogue::automatic;
+  Fp8Turns turns = Fp8Turns::automatic;
   // Block exponents (values = e4m3 x 2^e): Q [B, Hq, ceil(Nq / 128)], K and V [B, Hkv, ceil(Nk / block_k)]. The caller
   // keeps each head's V exponents within 64 of each other (O is carried in the current V block's scale) and Q's plus
   // K's below fp32's exponent range (they scale the softmax's scale); the subject checks both.
@@ -57,6 +65,16 @@ bool fa3_fp8_supports(const ForwardParams& p);
 bool fa3_fp8_p_from_shared(const Fp8ForwardParams& f);
 // Whether fa3_fp8_forward stores O through shared memory and TMA: the launcher's own rule.
 bool fa3_fp8_o_by_tma(const Fp8ForwardParams& f);
+// Whether fa3_fp8_forward runs f's consumer groups in turns (Fp8Turns): the launcher's own rule. It refuses
+// turns=none where P is in registers.
+bool fa3_fp8_takes_turns(const Fp8ForwardParams& f);
+// The tensor maps fa3_fp8_forward builds for f: Q and K (e4m3, boxes of 64 rows and of block_k keys), V^T (boxes of 128
+// keys) and, where fa3_fp8_o_by_tma(f), O's (16-bit, the 128-byte swizzle). For tools that launch the forward's kernels
+// themselves (fa3-timeline), so that they time what the launcher builds. f must pass fa3_fp8_supports.
+struct Fp8TensorMaps {
+  CUtensorMap q{}, k{}, vt{}, o{};
+};
+Fp8TensorMaps fa3_fp8_tensor_maps(const Fp8ForwardParams& f);
 void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream);
 
 // The formats quantize_e4m3_blocks reads.

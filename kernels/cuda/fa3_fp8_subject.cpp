@@ -80,8 +80,18 @@ class CudaFa3Fp8 final : public Subject {
       }
     } else if (name == "epilogue") {
       epilogue_ = parse_fa3_epilogue(info_.name, value);
+    } else if (name == "turns") {
+      if (value == "auto") {
+        turns_ = Fp8Turns::automatic;
+      } else if (value == "ring") {
+        turns_ = Fp8Turns::ring;
+      } else if (value == "none") {
+        turns_ = Fp8Turns::none;
+      } else {
+        throw SubjectError(info_.name + ": turns=" + value + ": auto, ring or none");
+      }
     } else {
-      throw SubjectError(info_.name + ": no option " + name + " (operands, block_q, block_k, p_operand, epilogue)");
+      throw SubjectError(info_.name + ": no option " + name + " (operands, block_q, block_k, p_operand, epilogue, turns)");
     }
     refresh_options();
   }
@@ -252,6 +262,7 @@ class CudaFa3Fp8 final : public Subject {
     f.block_k = block_k_;
     f.p_operand = p_operand_;
     f.epilogue = epilogue_;
+    f.turns = turns_;
     return f;
   }
 
@@ -278,13 +289,20 @@ class CudaFa3Fp8 final : public Subject {
       throw SubjectError(info_.name + ": p_operand=shared at head dim 128 with block_k=128 only (got head dim " + std::to_string(head_dim) + ", block_k=" +
                          std::to_string(block_k_) + ")");
     }
+    if (turns_ == Fp8Turns::none && (p_operand_ == Fp8POperand::registers || !fp8_p_shared_supported(block_k_, head_dim))) {
+      throw SubjectError(info_.name + ": turns=none with P in shared memory only (head dim 128, block_k=128, p_operand auto or shared; got head dim " +
+                         std::to_string(head_dim) + ", block_k=" + std::to_string(block_k_) + ", p_operand=" + p_operand_name() + ")");
+    }
   }
 
   void refresh_options() {
     info_.formats = scaled_ ? std::vector<Format>{Format::fp32, Format::bf16, Format::fp16} : std::vector<Format>{Format::e4m3};
     info_.head_dims.clear();  // (the compiled head dims that take this block_k: fp8_key_tile_supported, the one list)
     for (int d : {64, 128}) {
-      if (fp8_key_tile_supported(block_k_, d) && (p_operand_ != Fp8POperand::shared || fp8_p_shared_supported(block_k_, d))) info_.head_dims.push_back(d);
+      const bool p_shared_possible = p_operand_ != Fp8POperand::registers && fp8_p_shared_supported(block_k_, d);
+      if (fp8_key_tile_supported(block_k_, d) && (p_operand_ != Fp8POperand::shared || p_shared_possible) && (turns_ != Fp8Turns::none || p_shared_possible)) {
+        info_.head_dims.push_back(d);
+      }
     }
     info_.options = {{"operands", scaled_ ? "scaled" : "e4m3",
                       "e4m3: e4m3 tensors; scaled: fp32, bf16 or fp16 tensors holding e4m3 values times a power-of-two scale per block (block_q rows of Q, "
@@ -295,7 +313,9 @@ class CudaFa3Fp8 final : public Subject {
                       "three consumer warpgroups; d = 128, block_k=128 only), auto (shared at d = 128 with block_k=128, measured faster there; registers elsewhere)"},
                      {"epilogue", epilogue_ == Fa3Epilogue::stores ? "stores" : "automatic",
                       "automatic: O through shared memory (the group's Q and P tiles) and one TMA store per 64-column box where P is in shared "
-                      "memory, O is rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"}};
+                      "memory, O is rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"},
+                     {"turns", turns_name(), "whether the consumer groups take turns to issue their products: ring (FA3's ping-pong), none (each group "
+                      "issues as soon as its own P is ready; P in shared memory only), auto (none where P is in shared memory, ring elsewhere). The same bits"}};
   }
 
   // (refused whichever option comes second: no head dim would take the pair)
@@ -312,8 +332,18 @@ class CudaFa3Fp8 final : public Subject {
     return "auto";
   }
 
+  const char* turns_name() const {
+    switch (turns_) {
+      case Fp8Turns::ring: return "ring";
+      case Fp8Turns::none: return "none";
+      case Fp8Turns::automatic: break;
+    }
+    return "auto";
+  }
+
   SubjectInfo info_;
   bool scaled_ = false;
+  Fp8Turns turns_ = Fp8Turns::automatic;
   Fa3Epilogue epilogue_ = Fa3Epilogue::automatic;
   int block_k_ = kFp8BlockRows;
   Fp8POperand p_operand_ = Fp8POperand::automatic;

@@ -182,6 +182,12 @@ void launch(Fa3Schedule schedule, int key_tile, const Maps& m, const ForwardPara
       // (d = 128 only, checked by fa3_forward: at d = 64 three groups hold P in registers)
       if constexpr (D == 128) return launch_ws<T, D, 2, true, true, Fa3Rule, false, kBlockN, 3, true>(m, p, stream, name);
       break;
+    case Fa3Schedule::ws_overlap_3groups:
+      if constexpr (D == 64) return launch_ws<T, D, 2, true, false, Fa3Rule, false, kBlockN, 3>(m, p, stream, name);
+      break;
+    case Fa3Schedule::ws_overlap_3groups_p_shared:
+      if constexpr (D == 128) return launch_ws<T, D, 2, true, false, Fa3Rule, false, kBlockN, 3, true>(m, p, stream, name);
+      break;
     case Fa3Schedule::automatic: return launch_ws<T, D, 2, true, true, Fa3Rule, false, kBlockN, kForwardGroups<D>>(m, p, stream, name);
   }
   throw std::logic_error(std::string("cuda.fa3 forward: schedule ") + name + " at head dim " + std::to_string(D));
@@ -198,6 +204,8 @@ const char* fa3_schedule_name(Fa3Schedule schedule) {
     case Fa3Schedule::ws_overlap_pingpong_3stage: return "ws_overlap_pingpong_3stage";
     case Fa3Schedule::ws_overlap_pingpong_3groups: return "ws_overlap_pingpong_3groups";
     case Fa3Schedule::ws_overlap_pingpong_3groups_p_shared: return "ws_overlap_pingpong_3groups_p_shared";
+    case Fa3Schedule::ws_overlap_3groups: return "ws_overlap_3groups";
+    case Fa3Schedule::ws_overlap_3groups_p_shared: return "ws_overlap_3groups_p_shared";
     case Fa3Schedule::automatic: return "auto";
   }
   return "?";
@@ -223,10 +231,8 @@ Maps maps_of(const ForwardParams& p, const char* family, Fa3Epilogue epilogue, i
   const AttentionShapeParams& s = p.shape;
   const auto box = static_cast<std::uint32_t>(key_tile);
   Maps m{map_of(p.q, p, s.heads_q, s.seq_q, kGroupRows), map_of(p.k, p, s.heads_kv, s.seq_k, box), map_of(p.v, p, s.heads_kv, s.seq_k, box)};
-  // (stochastic rounding draws each element's word by its index: store_rows rounds and stores element by element)
-  const Strided o = layout_of(p.o);
-  m.o_by_tma = epilogue == Fa3Epilogue::automatic && !p.rounding.stochastic && tma_readable16(o, s.batch, s.heads_q, s.seq_q, s.head_dim);
-  if (m.o_by_tma) m.o = map_of(o, p, s.heads_q, s.seq_q, kGroupRows);
+  m.o_by_tma = epilogue == Fa3Epilogue::automatic && o_storable_by_tma(p);
+  if (m.o_by_tma) m.o = map_of(layout_of(p.o), p, s.heads_q, s.seq_q, kGroupRows);
   return m;
 }
 }  // namespace
@@ -239,15 +245,17 @@ void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stre
   }
   const AttentionShapeParams& s = p.shape;
   const Maps m = maps_of(p, "cuda.fa3", epilogue, key_tile);  // (refuses head dims other than 64 and 128 first)
-  if (schedule == Fa3Schedule::ws_overlap_pingpong_3groups && s.head_dim != 64) {
-    throw std::runtime_error("cuda.fa3 forward: schedule ws_overlap_pingpong_3groups at head dim 64 only (got " + std::to_string(s.head_dim) +
+  const char* name = fa3_schedule_name(schedule);
+  const bool three_groups_p_registers = schedule == Fa3Schedule::ws_overlap_pingpong_3groups || schedule == Fa3Schedule::ws_overlap_3groups;
+  const bool three_groups_p_shared = schedule == Fa3Schedule::ws_overlap_pingpong_3groups_p_shared || schedule == Fa3Schedule::ws_overlap_3groups_p_shared;
+  if (three_groups_p_registers && s.head_dim != 64) {
+    throw std::runtime_error(std::string("cuda.fa3 forward: schedule ") + name + " at head dim 64 only (got " + std::to_string(s.head_dim) +
                              "): at 128, O, S and P of a group do not fit its 160 registers");
   }
-  if (schedule == Fa3Schedule::ws_overlap_pingpong_3groups_p_shared && s.head_dim != 128) {
-    throw std::runtime_error("cuda.fa3 forward: schedule ws_overlap_pingpong_3groups_p_shared at head dim 128 only (got " + std::to_string(s.head_dim) +
-                             "): at 64, ws_overlap_pingpong_3groups holds P in registers");
+  if (three_groups_p_shared && s.head_dim != 128) {
+    throw std::runtime_error(std::string("cuda.fa3 forward: schedule ") + name + " at head dim 128 only (got " + std::to_string(s.head_dim) +
+                             "): at 64, three groups hold P in registers");
   }
-  const char* name = fa3_schedule_name(schedule);
   const bool fp16 = p.type == StorageType::fp16;
   if (s.head_dim == 128) {
     fp16 ? launch<__half, 128>(schedule, key_tile, m, p, stream, name) : launch<__nv_bfloat16, 128>(schedule, key_tile, m, p, stream, name);

@@ -23,6 +23,8 @@ namespace fc::kernels::cuda {
 //     in a ring, 160 registers each: d = 64 only (at d = 128, O, S and P do not fit them);
 //   ws_overlap_pingpong_3groups_p_shared: the same at d = 128 with P V reading P from a shared-memory tile of each
 //     group's, so that O and S alone take the registers: d = 128 only (kernels/cuda/NOTES.md, "P from shared memory");
+//   ws_overlap_3groups, ws_overlap_3groups_p_shared: the two above without turns: each group issues its products as
+//     soon as its P is ready (with P in shared memory, after a barrier of its own 128 threads), d = 64 and 128 only;
 //   automatic: ws_overlap_pingpong_3groups at d = 64, ws_overlap_pingpong at d = 128 (and with 176-key tiles).
 enum class Fa3Schedule : std::uint8_t {
   one_group,
@@ -32,6 +34,8 @@ enum class Fa3Schedule : std::uint8_t {
   ws_overlap_pingpong_3stage,
   ws_overlap_pingpong_3groups,
   ws_overlap_pingpong_3groups_p_shared,
+  ws_overlap_3groups,
+  ws_overlap_3groups_p_shared,
   automatic
 };
 const char* fa3_schedule_name(Fa3Schedule schedule);

@@ -8,7 +8,7 @@
 //   - each in every compiled variant (kVariants): key tiles of 128 and of 224 (block_k=224, d = 128 only), the CPU twin
 //     with the same block_k; P V's A operand from registers and from shared memory (p_operand=shared: three consumer
 //     groups, d = 128 and block_k=128 only);
-//   - P from shared memory gives the register path's bits;
+//   - P from shared memory gives the register path's bits, with the three groups in turns and without (turns);
 //   - bad input refused with a clear error.
 #include <gtest/gtest.h>
 
@@ -430,6 +430,19 @@ TEST(CudaFa3Fp8, PFromSharedMemoryUnderAutoOrWhenAsked) {
   EXPECT_TRUE(fa3_fp8_p_from_shared(f));
 }
 
+TEST(CudaFa3Fp8, TurnsOnlyWithPInRegistersUnderAuto) {
+  // (host only: whether fa3_fp8_forward's consumer groups take turns)
+  Fp8ForwardParams f;
+  f.p.shape.head_dim = 128, f.block_k = 128;
+  EXPECT_FALSE(fa3_fp8_takes_turns(f)) << "auto with P in shared memory";
+  f.turns = Fp8Turns::ring;
+  EXPECT_TRUE(fa3_fp8_takes_turns(f)) << "turns=ring";
+  f.turns = Fp8Turns::automatic, f.p_operand = Fp8POperand::registers;
+  EXPECT_TRUE(fa3_fp8_takes_turns(f)) << "auto with P in registers (two groups)";
+  f.p_operand = Fp8POperand::automatic, f.p.shape.head_dim = 64;
+  EXPECT_TRUE(fa3_fp8_takes_turns(f)) << "auto at d = 64 (three groups, P in registers)";
+}
+
 TEST(CudaFa3Fp8, OByTmaWhereQAndPTilesHoldIt) {
   // (host only: which epilogue fa3_fp8_forward launches. O of 64 x 128 in 16 bits is two boxes of 8 KiB: an e4m3 Q
   // tile holds one, P's tile the other, so only the kernel with P in shared memory can stage it)
@@ -461,11 +474,14 @@ TEST(CudaFa3Fp8, OByTmaWhereQAndPTilesHoldIt) {
 // only if QGMMA returns its accumulator unchanged when every product is zero. It did on the H200 (c68d6cf: these cases
 // pass), though no document says so; what was measured of QGMMA's accumulation (QgmmaAccumulationErrorIsWithinItsBound)
 // is a loss in the products it adds. A failure under causal masks alone points there, not at the layout.
+// The kernel with P shared runs with its groups in turns (turns=ring) and without (turns=none: each group's own
+// barrier hands its P tile to its P V); both are compared.
 TEST(CudaFa3Fp8, PFromSharedMemoryGivesTheRegisterPathsBits) {
   REQUIRE_HOPPER();
-  auto registers = fp8_subject(), shared = fp8_subject();
-  ASSERT_TRUE(registers && shared);
-  registers->set_option("p_operand", "registers"), shared->set_option("p_operand", "shared");
+  auto registers = fp8_subject(), shared = fp8_subject(), shared_ring = fp8_subject();
+  ASSERT_TRUE(registers && shared && shared_ring);
+  registers->set_option("p_operand", "registers"), shared->set_option("p_operand", "shared"), shared_ring->set_option("p_operand", "shared");
+  shared->set_option("turns", "none"), shared_ring->set_option("turns", "ring");
   int compared = 0;
   for (const char* policy : {"e4m3", "e4m3,o=fp16", "e4m3,round=sr,seed=5"}) {
     for (int nq : {1, 65, 129, 200, 300}) {
@@ -478,12 +494,16 @@ TEST(CudaFa3Fp8, PFromSharedMemoryGivesTheRegisterPathsBits) {
           c.seed = static_cast<std::uint64_t>(nq * 1000 + nk);
           const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
           const gradcheck::Outputs want = gradcheck::Caller(*registers, c).fwd(in.q, in.k, in.v);
-          const gradcheck::Outputs got = gradcheck::Caller(*shared, c).fwd(in.q, in.k, in.v);
-          for (const char* t : {"O", "L"}) {
-            const testing::Difference d = testing::differing(got.at(t).values(), want.at(t).values());
-            EXPECT_EQ(d.count, 0u) << t << " differs from the register path's in " << d.count << " entries (first at " << d.first << ") for " << c.to_string();
+          for (Subject* subject : {shared.get(), shared_ring.get()}) {
+            const std::string turns = subject == shared.get() ? "turns=none" : "turns=ring";
+            const gradcheck::Outputs got = gradcheck::Caller(*subject, c).fwd(in.q, in.k, in.v);
+            for (const char* t : {"O", "L"}) {
+              const testing::Difference d = testing::differing(got.at(t).values(), want.at(t).values());
+              EXPECT_EQ(d.count, 0u) << turns << ": " << t << " differs from the register path's in " << d.count << " entries (first at " << d.first << ") for "
+                                     << c.to_string();
+            }
+            ++compared;
           }
-          ++compared;
         }
       }
     }
@@ -588,6 +608,13 @@ TEST(CudaFa3Fp8, BadInputIsRefusedWithAClearError) {
   EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("p_operand=shared at head dim 128 with block_k=128 only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
   gradcheck::Case d128 = c;
   d128.shape.head_dim = d128.shape.head_dim_v = 128;
+  EXPECT_EQ(message(d128, gradcheck::make_inputs(d128)), "(accepted)");
+  // Without turns: P in shared memory only (each group's own barrier hands P to P V)
+  EXPECT_THROW(gpu->set_option("turns", "pingpong"), SubjectError);
+  gpu->set_option("p_operand", "registers"), gpu->set_option("turns", "none");
+  EXPECT_NE(message(d128, gradcheck::make_inputs(d128)).find("turns=none with P in shared memory only"), std::string::npos) << message(d128, gradcheck::make_inputs(d128));
+  gpu->set_option("p_operand", "auto");
+  EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("turns=none with P in shared memory only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
   EXPECT_EQ(message(d128, gradcheck::make_inputs(d128)), "(accepted)");
 }
 

@@ -2,7 +2,8 @@
 // every schedule must give one_group's O and L bit for bit. The shapes reach each schedule's edges: one key
 // tile and several (the overlapped loop's last step is its own code; 1, 2, 3 and 5 tiles), key and query tails,
 // a CTA whose second warpgroup has no rows (Nq <= 64; with three groups, Nq <= 128 leaves the third without),
-// P held in registers and (3groups_p_shared) in shared memory,
+// P held in registers and (3groups_p_shared) in shared memory, three groups with and without turns (without, P in
+// shared memory is handed to P V by each group's own barrier),
 // both causal alignments (the lower warpgroups walk fully masked tiles, and with Nq > Nk rows see no key), GQA,
 // stochastic rounding (the same words), bf16 and fp16, head dims 64 and 128.
 #include <gtest/gtest.h>
@@ -31,7 +32,7 @@ TEST(Fa3Schedules, EveryScheduleGivesOneGroupsBits) {
   auto reference = fa3_with("one_group");
   ASSERT_TRUE(reference) << "cuda.fa3 is not registered on this Hopper GPU";
   const char* schedules[] = {"ws", "ws_overlap", "ws_overlap_pingpong", "ws_overlap_pingpong_3stage", "ws_overlap_pingpong_3groups",
-                             "ws_overlap_pingpong_3groups_p_shared", "auto"};
+                             "ws_overlap_pingpong_3groups_p_shared", "ws_overlap_3groups", "ws_overlap_3groups_p_shared", "auto"};
   std::vector<gradcheck::Case> cases;
   for (const char* policy : {"bf16", "bf16,round=sr,seed=5", "fp16"}) {
     for (int d : {64, 128}) {

@@ -22,13 +22,16 @@
 // share is the groups' products at the dense rate (4096 bf16 FLOP per clock per SM) over the period.
 //
 // --dtype e4m3 runs cuda.fa3.fp8's kernels (E4m3Ops, O in bf16, block exponents all 0, V^T's bytes drawn as they are:
-// the time does not depend on the key order): --groups 3 at d = 128 is P in shared memory (auto's), --groups 2 P in
+// the time does not depend on the key order; the launcher's tensor maps, fa3_fp8_tensor_maps): --groups 3 at d = 128 is
+// P in shared memory (auto's with --turns none), --groups 2 P in
 // registers with --key-tile 128 or 224; d = 64 runs three groups. Its tensor pipe's share counts FP8's dense rate (8192
 // FLOP per clock per SM). The V^T pass is not in its time.
 //
 // Usage: fa3-timeline [--d 64|128] [--n N] [--dtype bf16|e4m3] [--key-tile 128|176|224] [--groups 2|3] [--scheduler grid|persistent]
-//                     [--causal] [--section S] [--epilogue tma|stores] [--repeats R]
+//                     [--causal] [--section S] [--epilogue tma|stores] [--turns ring|none] [--repeats R]
 // --epilogue stores: O by store_rows' 4-byte global stores instead of the grid launchers' shared memory and TMA store.
+// --turns none: three groups issue without turns (cuda.fa3's ws_overlap_3groups*; e4m3 at d = 128 only, P in shared
+// memory); with P in shared memory each group syncs its own 128 threads there, and the turn wait column is that wait.
 // --section S: the persistent scheduler's (batch, head) pairs per section (its L2 grouping; the launcher's choice otherwise).
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -46,6 +49,7 @@
 #include <vector>
 
 #include "kernels/cuda/fa3_forward.cuh"
+#include "kernels/cuda/fa3_fp8_kernels.hpp"
 #include "kernels/cuda/fa3_fp8_ops.cuh"
 #include "kernels/cuda/hopper/tensor_map.hpp"
 #include "kernels/cuda/kernel_launch.cuh"
@@ -58,13 +62,13 @@ using T = __nv_bfloat16;
 
 struct Config {
   int d = 128, n = 8192, key_tile = 128, groups = 2, repeats = 30, section = 0;  // (section 0: the launcher's choice)
-  bool causal = false, persistent = false, o_by_tma = true, e4m3 = false;
+  bool causal = false, persistent = false, o_by_tma = true, e4m3 = false, turns = true;
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
   std::fprintf(stderr,
                "fa3-timeline: %s\nusage: fa3-timeline [--d 64|128] [--n N] [--dtype bf16|e4m3] [--key-tile 128|176|224] [--groups 2|3] [--scheduler grid|persistent] "
-               "[--section S] [--epilogue tma|stores] [--causal] [--repeats R]\n",
+               "[--section S] [--epilogue tma|stores] [--turns ring|none] [--causal] [--repeats R]\n",
                what.c_str());
   std::exit(2);
 }
@@ -103,6 +107,8 @@ Config parse(int argc, char** argv) {
       c.persistent = second_of_two(argc, argv, i, "grid", "persistent");
     } else if (a == "--epilogue") {
       c.o_by_tma = !second_of_two(argc, argv, i, "tma", "stores");
+    } else if (a == "--turns") {
+      c.turns = !second_of_two(argc, argv, i, "ring", "none");
     } else if (a == "--dtype") {
       c.e4m3 = second_of_two(argc, argv, i, "bf16", "e4m3");
     } else if (a == "--section") {
@@ -121,6 +127,7 @@ Config parse(int argc, char** argv) {
   if (c.e4m3 && c.d == 64 && (c.groups != 3 || c.key_tile != 128)) usage_error("--dtype e4m3 at d = 64 runs three groups and 128-key tiles (cuda.fa3.fp8's)");
   if (c.section > 0 && !c.persistent) usage_error("--section applies to --scheduler persistent");
   if (c.persistent && (c.groups != 2 || c.key_tile != 128)) usage_error("--scheduler persistent runs two groups and 128-key tiles (cuda.fa4's)");
+  if (!c.turns && (c.groups != 3 || (c.e4m3 && c.d != 128))) usage_error("--turns none runs three groups (e4m3: at d = 128, P in shared memory) only");
   if (c.n > 16384 || 16384 % c.n != 0) usage_error("--n " + std::to_string(c.n) + ": a divisor of 16384 (B = 16384 / N)");
   if (c.n < 8 * c.key_tile) usage_error("--n " + std::to_string(c.n) + ": at least 8 key tiles (" + std::to_string(8 * c.key_tile) + "), for steady-state steps");
   return c;
@@ -142,7 +149,8 @@ struct Fp8Inputs {
   BlockExponents ex;
 };
 
-template <class Ops, int Groups, bool Persistent = false>
+// Turns: the consumer groups take turns to issue (the kernel's PingPong); without, P in shared memory only.
+template <class Ops, int Groups, bool Persistent = false, bool Turns = true>
 struct Run {
   static constexpr int D = Ops::kD, BlockN = Ops::kBlockN;
   using Layout = WsLayout<Groups>;
@@ -154,18 +162,19 @@ struct Run {
   static void launch(ForwardParams p, const Fp8Inputs& fp8, const Timeline& timeline, int* counter, int section, bool o_by_tma) {
     const AttentionShapeParams& s = p.shape;
     CUtensorMap q{}, k{}, v{};
-    if constexpr (Ops::kBlockScales) {
-      const std::int64_t head = static_cast<std::int64_t>(s.seq_q) * D;
-      q = make_tensor_map_e4m3_bhnd(p.q.data, s.batch, s.heads_q, s.seq_q, D, head * s.heads_q, head, D, D, kGroupRows);
-      k = make_tensor_map_e4m3_bhnd(p.k.data, s.batch, s.heads_kv, s.seq_k, D, head * s.heads_kv, head, D, D, BlockN);
-      v = make_tensor_map_e4m3_bhnd(fp8.vt, s.batch, s.heads_kv, D, s.seq_k, head * s.heads_kv, head, s.seq_k, 128, D);
+    if constexpr (Ops::kBlockScales) {  // (the maps cuda.fa3.fp8's launcher builds)
+      Fp8ForwardParams f;
+      f.p = p, f.vt = fp8.vt, f.block_k = BlockN;
+      f.p_operand = Ops::kPBytes > 0 ? Fp8POperand::shared : Fp8POperand::registers;
+      const Fp8TensorMaps m = fa3_fp8_tensor_maps(f);
+      q = m.q, k = m.k, v = m.vt;
     } else {
       q = map_sw128(p.q, p.type, s, s.heads_q, s.seq_q, kGroupRows);
       k = map_sw128(p.k, p.type, s, s.heads_kv, s.seq_k, BlockN);
       v = map_sw128(p.v, p.type, s, s.heads_kv, s.seq_k, BlockN);
     }
     const CUtensorMap o = map_sw128(layout_of(p.o), p.type, s, s.heads_q, s.seq_q, kGroupRows);
-    auto* kernel = fa3_forward_ws_kernel<Ops, 2, true, true, Fa3Rule, Persistent, Groups, Timeline>;
+    auto* kernel = fa3_forward_ws_kernel<Ops, 2, true, Turns, Fa3Rule, Persistent, Groups, Timeline>;
     allow_smem(kernel, static_cast<int>(kBytes), "fa3-timeline");
     const dim3 grid = grid_of(s, Layout::kCtaRows, "fa3-timeline");
     if constexpr (Persistent) {
@@ -226,9 +235,9 @@ void print_tiles(const std::vector<long long>& rec, int items, int groups, int n
   std::printf("  beyond the tile's %d steps: %.0f clocks, %.2f steps\n", n_tiles, fixed, fixed / step);
 }
 
-template <class Ops, int Groups, bool Persistent = false>
+template <class Ops, int Groups, bool Persistent = false, bool Turns = true>
 void measure(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
-  using R = Run<Ops, Groups, Persistent>;
+  using R = Run<Ops, Groups, Persistent, Turns>;
   constexpr int D = R::D, BlockN = R::BlockN;
   int* counter = nullptr;
   check(cudaMalloc(&counter, sizeof(int)), "cudaMalloc (the tile counter)");
@@ -273,9 +282,9 @@ void measure(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
 
   // (one group's two products per step, clocks at the dense rate: 4096 16-bit or 8192 FP8 FLOP per clock per SM)
   const double products = 64.0 * BlockN * D * 2 * 2 / (Ops::kBlockScales ? 8192 : 4096);
-  std::printf("%s forward, %s, d = %d, N = %d, B = %d, H = %d, %s, key tile %d, %d consumer groups%s, %s scheduler, O by %s: %.3f ms, %.1f TFLOP/s (median of %d, no stamps)\n",
+  std::printf("%s forward, %s, d = %d, N = %d, B = %d, H = %d, %s, key tile %d, %d consumer groups%s%s, %s scheduler, O by %s: %.3f ms, %.1f TFLOP/s (median of %d, no stamps)\n",
               Ops::kBlockScales ? "cuda.fa3.fp8" : "cuda.fa3", Ops::kBlockScales ? "e4m3 (O bf16)" : "bf16", D, s.seq_q, s.batch, s.heads_q,
-              c.causal ? "causal" : "no mask", BlockN, Groups, Ops::kPBytes > 0 ? " (P in shared memory)" : "",
+              c.causal ? "causal" : "no mask", BlockN, Groups, Ops::kPBytes > 0 ? " (P in shared memory)" : "", Turns ? "" : " without turns",
               !Persistent ? "grid" : c.section > 0 ? ("persistent (section " + std::to_string(c.section) + ")").c_str() : "persistent",
               c.o_by_tma && R::kOByTma ? "TMA" : "stores", t, flops / t / 1e9, c.repeats);
   if (!c.causal) print_tiles(tile_h, items, Groups, s.seq_k / BlockN);
@@ -313,7 +322,10 @@ void dispatch(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
     using Out = __nv_bfloat16;
     if (c.groups == 3) {
       if constexpr (D == 64) return measure<E4m3Ops<Out, 64>, 3>(c, p, fp8);
-      if constexpr (D == 128) return measure<E4m3Ops<Out, 128, 128, true>, 3>(c, p, fp8);  // (auto's: P in shared memory)
+      if constexpr (D == 128) {  // (auto's: P in shared memory, without turns)
+        if (!c.turns) return measure<E4m3Ops<Out, 128, 128, true>, 3, false, false>(c, p, fp8);
+        return measure<E4m3Ops<Out, 128, 128, true>, 3>(c, p, fp8);
+      }
     } else if constexpr (D == 128) {
       if (c.key_tile == 224) return measure<E4m3Ops<Out, 128, 224>, 2>(c, p, fp8);
       return measure<E4m3Ops<Out, 128>, 2>(c, p, fp8);
@@ -321,8 +333,14 @@ void dispatch(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
     return;  // (parse refused the rest)
   }
   if (c.groups == 3) {
-    if constexpr (D == 64) return measure<Wide16Ops<T, 64>, 3>(c, p, fp8);
-    if constexpr (D == 128) return measure<Wide16Ops<T, 128, 128, true>, 3>(c, p, fp8);  // (P in shared memory: O and S fit 160 registers)
+    if constexpr (D == 64) {
+      if (!c.turns) return measure<Wide16Ops<T, 64>, 3, false, false>(c, p, fp8);
+      return measure<Wide16Ops<T, 64>, 3>(c, p, fp8);
+    }
+    if constexpr (D == 128) {  // (P in shared memory: O and S fit 160 registers)
+      if (!c.turns) return measure<Wide16Ops<T, 128, 128, true>, 3, false, false>(c, p, fp8);
+      return measure<Wide16Ops<T, 128, 128, true>, 3>(c, p, fp8);
+    }
   } else if (c.persistent) {
     return measure<Wide16Ops<T, D>, 2, true>(c, p, fp8);
   } else if (c.key_tile == 176) {
