@@ -29,6 +29,7 @@
 //
 // Usage: fa3-timeline [--d 64|128] [--n N] [--dtype bf16|e4m3] [--key-tile 128|176|224] [--groups 2|3] [--scheduler grid|persistent]
 //                     [--causal] [--section S] [--epilogue tma|stores] [--turns ring|none] [--repeats R]
+// Each run prints a checksum of O and L (of the unstamped launches), so that two builds can be compared bit for bit.
 // --epilogue stores: O by store_rows' 4-byte global stores instead of the grid launchers' shared memory and TMA store.
 // --turns none: three groups issue without turns (cuda.fa3's ws_overlap_3groups*; e4m3 at d = 128 only, P in shared
 // memory); with P in shared memory each group syncs its own 128 threads there, and the turn wait column is that wait.
@@ -141,6 +142,20 @@ double median(std::vector<double> v) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// FNV-1a (64 bits) of O's and L's bytes after a launch: two builds that must give the same bits (a change that keeps
+// the arithmetic) print the same checksum for the same flags.
+unsigned long long output_checksum(const ForwardParams& p) {
+  const AttentionShapeParams& s = p.shape;
+  const std::size_t rows = static_cast<std::size_t>(s.batch) * s.heads_q * s.seq_q;
+  std::vector<unsigned char> bytes(rows * s.head_dim * sizeof(T) + rows * sizeof(float));
+  check(cudaDeviceSynchronize(), "the kernel");
+  check(cudaMemcpy(bytes.data(), p.o.data, rows * s.head_dim * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy (O)");
+  check(cudaMemcpy(bytes.data() + rows * s.head_dim * sizeof(T), p.lse, rows * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (L)");
+  unsigned long long h = 14695981039346656037ull;
+  for (unsigned char b : bytes) h = (h ^ b) * 1099511628211ull;
+  return h;
 }
 
 // The FP8 kernels' extra inputs: V^T ([B, H, d, N], keys innermost) and zero block exponents.
@@ -258,6 +273,7 @@ void measure(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
   const AttentionShapeParams& s = p.shape;
   const double flops = 4.0 * s.seq_q * static_cast<double>(s.seq_k) * D * s.batch * s.heads_q / (c.causal ? 2 : 1);
   const double t = median(ms);
+  const unsigned long long checksum = output_checksum(p);
 
   constexpr int kCtas = ClockTimeline::kCtas, kGroupsMax = ClockTimeline::kMaxGroups, kSteps = ClockTimeline::kSteps;
   const std::size_t count = static_cast<std::size_t>(kCtas) * kGroupsMax * kSteps * kTimelinePoints;
@@ -287,6 +303,7 @@ void measure(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
               c.causal ? "causal" : "no mask", BlockN, Groups, Ops::kPBytes > 0 ? " (P in shared memory)" : "", Turns ? "" : " without turns",
               !Persistent ? "grid" : c.section > 0 ? ("persistent (section " + std::to_string(c.section) + ")").c_str() : "persistent",
               c.o_by_tma && R::kOByTma ? "TMA" : "stores", t, flops / t / 1e9, c.repeats);
+  std::printf("O and L checksum (FNV-1a 64 of their bytes, the unstamped launches' outputs): %016llx\n", checksum);
   if (!c.causal) print_tiles(tile_h, items, Groups, s.seq_k / BlockN);
   if (Persistent) return;  // (the step stamps follow the grid's CTAs)
   std::printf("one group's products per step at the dense rate: %.0f clocks; medians in SM clocks over the steady-state steps of %d CTAs:\n", products, kCtas);
