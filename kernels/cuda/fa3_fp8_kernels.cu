@@ -1,6 +1,7 @@
 // cuda.fa3.fp8's forward (kernels/cuda/NOTES.md, "cuda.fa3.fp8"): cuda.fa3's warp-specialised pipeline
 // (fa3_forward.cuh: producer warpgroup, K/V ring, consumer warpgroups (two, three at d = 64, taking turns; three at d = 128
-// with P in shared memory, by default without turns: Fp8Turns), the next S issued with this tile's P V) with e4m3 operands on the FP8 tensor cores (QGMMA, hopper/wgmma_e4m3.cuh):
+// with P in shared memory, by default without turns: Fp8Turns), the next S issued with this tile's P V) with e4m3
+// operands on the FP8 tensor cores (QGMMA, hopper/wgmma_e4m3.cuh):
 //   - S = Q K^T by m64nBk32 from shared memory (B keys a tile: 128, or block_k's 224 at d = 128),
 //     both K-major (Q and K as stored: d innermost);
 //   - P rounded to e4m3 (RN, saturating; P <= 1) straight from S's accumulator registers into A fragments;
@@ -168,8 +169,8 @@ bool fa3_fp8_p_from_shared(const Fp8ForwardParams& f) {
 // each element's word by its index (store_rows), and TMA needs O's strides in multiples of 16 bytes.
 bool fa3_fp8_o_by_tma(const Fp8ForwardParams& f) { return f.epilogue == Fa3Epilogue::automatic && fa3_fp8_p_from_shared(f) && o_storable_by_tma(f.p); }
 
-// automatic: none where P is in shared memory, + 2.5-3 % there without a mask (NOTES "Three groups without turns"); the
-// two-group kernels (P in registers) keep FA3's ping-pong.
+// automatic: none where P is in shared memory (NOTES "Three groups without turns": the kernel alone + 3-6 % at 16k on the
+// H100, the bench + 0.7 % on average, no point below - 1 %); the kernels with P in registers keep FA3's ping-pong.
 bool fa3_fp8_takes_turns(const Fp8ForwardParams& f) { return f.turns == Fp8Turns::ring || !fa3_fp8_p_from_shared(f); }
 
 Fp8TensorMaps fa3_fp8_tensor_maps(const Fp8ForwardParams& f) {
