@@ -12,7 +12,9 @@
 // registers, k steps over a tile's keys) and kPBytes (a group's P tile in shared memory instead, when P V reads its A
 // operand from there; 0 otherwise), kBlockScales (per-block exponents apply; then kQBlockRows, Q's rows per
 // exponent, a multiple of a group's 64), and the device functions load_q / load_k / load_v (TMA), qk (S = Q K^T),
-// pack (P into its fragments, or into the group's tile sP) and pv (O += P V).
+// pack (P into its fragments, or into the group's tile sP) and pv (O += P V). kVRawBytes > 0: V's tiles land as stored
+// (load_v into a ring of staging tiles of kVRawBytes) and the producer warpgroup's 128 threads rewrite each into the
+// layout pv reads (transform_v), FA3's in-kernel transpose of FP8's V; 0: load_v lands them as pv reads them.
 #pragma once
 
 #include <cuda.h>
@@ -433,6 +435,7 @@ struct Wide16Ops {
   static constexpr unsigned kPBytes = PShared ? 2 * kQBox : 0;  // (64 rows x 128 keys of T)
   static constexpr unsigned kQBytes = Tiles<T, D>::kQBytes, kKBytes = Tiles<T, D>::kHalves * kv_box_bytes<BlockN>, kVBytes = kKBytes;
   static constexpr bool kBlockScales = false;
+  static constexpr unsigned kVRawBytes = 0;
   // Q's rows row0 .. row0 + 63 of head h; K's and V's keys key0 .. key0 + BlockN - 1 of kv head hk: D / 64 boxes each.
   __device__ static void load_q(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) {
     load_rows64<T, D>(dst, map, bar, row0, h, b);
@@ -580,7 +583,7 @@ template <class Ops>
 constexpr bool kOStagingFits = kOBoxesInQ<Ops> + kOBoxesInP<Ops> >= Ops::kD / 64;
 template <class Ops, int Stages, bool Persistent, int Groups = 2>
 constexpr std::size_t ws_smem_bytes() {
-  return (Persistent ? 2 : 1) * Groups * Ops::kQBytes + Stages * (Ops::kKBytes + Ops::kVBytes) + Groups * Ops::kPBytes + 1024;
+  return (Persistent ? 2 : 1) * Groups * Ops::kQBytes + Stages * (Ops::kKBytes + Ops::kVBytes) + Groups * Ops::kPBytes + Stages * Ops::kVRawBytes + 1024;
 }
 
 template <class Ops, int Stages, bool Overlap, bool PingPong, class Rule = Fa3Rule, bool Persistent = false, int Groups = 2, class Timeline = NoTimeline>
@@ -594,6 +597,11 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   // P V that reads them: the turn barrier with turns, the group's own barrier without (the overlapped loop's
   // group_barrier); the tile is rewritten only after that P V is complete)
   static_assert(Ops::kPBytes == 0 || Overlap, "P in shared memory is handed to P V by the overlapped loop's barriers");
+  // (V rewritten in the kernel: the producer's threads walk the one work tile of a grid CTA; the persistent scheduler's
+  // tile index reaches only its issuing thread)
+  constexpr bool kVRaw = Ops::kVRawBytes > 0;
+  static_assert(!kVRaw || !Persistent, "V rewritten by the producer warpgroup: the grid scheduler only");
+  static_assert(Ops::kVRawBytes % 1024 == 0, "each staging tile starts on a 1024-byte swizzle atom");
   static_assert(Ops::kPBytes % 1024 == 0 && ((Persistent ? 2 : 1) * WsLayout<Groups>::kGroups * Ops::kQBytes + Stages * (Ops::kKBytes + Ops::kVBytes)) % 1024 == 0,
                 "each group's P tile starts on a 1024-byte swizzle atom (its descriptor has no base offset)");
   constexpr int D = Ops::kD, BlockN = Ops::kBlockN;
@@ -605,7 +613,10 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   unsigned char* sK = sQ + kQBuffers * kGroups * Ops::kQBytes;
   unsigned char* sV = sK + Stages * Ops::kKBytes;
   unsigned char* sP = sV + Stages * Ops::kVBytes;  // group g's P tile at + g kPBytes (Ops::kPBytes > 0)
+  unsigned char* sVraw = sP + kGroups * Ops::kPBytes;  // (kVRaw) V's tiles as TMA lands them, stage e at + e kVRawBytes
   __shared__ alignas(8) std::uint64_t q_full[kQBuffers], q_empty[kQBuffers], k_full[Stages], v_full[Stages], k_empty[Stages], v_empty[Stages];
+  // (kVRaw) vraw_full: a staging tile landed (TMA's bytes); vraw_empty: the producer's 128 threads have read it
+  __shared__ alignas(8) std::uint64_t vraw_full[kVRaw ? Stages : 1], vraw_empty[kVRaw ? Stages : 1];
   __shared__ int tile_of_buffer[kQBuffers];  // (persistent: the tile whose Q the buffer holds; >= tiles: no more)
   // Block exponents (Ops::kBlockScales): for ring entry e, slot e % kScaleSlots holds key tile j's softmax scale for each
   // group, scale2 2^(q_exp + k_exps[j]), and O's factor 2^(v_exps[j - 1] - v_exps[j]) (1 for j = 0), formed by the
@@ -623,11 +634,14 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
     return key_tiles<BlockN>(s, c.m_tile * kRows, kRows);
   };
   constexpr unsigned kReleasers = 4 * kGroups;  // one arrival per consumer warp
+  constexpr unsigned kProducerThreads = 128;
   if (threadIdx.x == 0) {
     for (int i = 0; i < kQBuffers; ++i) mbarrier_init(&q_full[i], 1), mbarrier_init(&q_empty[i], kReleasers);
     for (int i = 0; i < Stages; ++i) {
-      mbarrier_init(&k_full[i], 1), mbarrier_init(&v_full[i], 1);
+      // (kVRaw: a V tile is complete when every producer thread has written its part and fenced it)
+      mbarrier_init(&k_full[i], 1), mbarrier_init(&v_full[i], kVRaw ? kProducerThreads : 1);
       mbarrier_init(&k_empty[i], kReleasers), mbarrier_init(&v_empty[i], kReleasers);
+      if constexpr (kVRaw) mbarrier_init(&vraw_full[i], 1), mbarrier_init(&vraw_empty[i], kProducerThreads);
     }
     mbarrier_init_fence();
   }
@@ -637,7 +651,23 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
 
   if (threadIdx.x >= kGroupThreads) {  // the producer warpgroup
     setmaxnreg_dec<kProducerRegisters>();
-    if (threadIdx.x == kGroupThreads) {
+    // One thread issues the copies. With kVRaw all 128 walk the tiles and rewrite V's tile of ring entry e (landed in
+    // staging tile e % Stages) into the ring's V tile once the consumers have released that tile's previous entry. Entry
+    // e is rewritten after entry e + 1's copies are issued, so its bytes have had a copy's time to land; the consumers
+    // read it at step e, and release K's entry e + 1 (which the issuer waits for two entries on) only after.
+    const bool issuer = !kVRaw || threadIdx.x == kGroupThreads;
+    const auto rewrite_v = [&](int e) {
+      if constexpr (kVRaw) {
+        const int stage = e % Stages;
+        mbarrier_wait(&vraw_full[stage], parity(e));
+        if (e >= Stages) mbarrier_wait(&v_empty[stage], ((e / Stages) - 1) & 1);
+        Ops::transform_v(sVraw + stage * Ops::kVRawBytes, sV + stage * Ops::kVBytes, static_cast<int>(threadIdx.x) - kGroupThreads);
+        fence_proxy_async_shared();  // (this thread's stores, before the P V products read them)
+        mbarrier_arrive(&v_full[stage]);
+        mbarrier_arrive(&vraw_empty[stage]);
+      }
+    };
+    if (kVRaw || threadIdx.x == kGroupThreads) {
       int kv = 0;
       for (int local = 0; local < (Persistent ? tiles : 1); ++local) {
         const int qb = local % kQBuffers;
@@ -652,26 +682,42 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         }
         const CtaTile c = work.at(i, Persistent);
         const int hk = c.h / (s.heads_q / s.heads_kv), n_tiles = key_tiles_of(c);
-        mbarrier_arrive_expect_tx(&q_full[qb], kGroups * Ops::kQBytes);
-        for (int g = 0; g < kGroups; ++g) Ops::load_q(sQ + (qb * kGroups + g) * Ops::kQBytes, &q_map, &q_full[qb], c.m_tile * kRows + g * kGroupRows, c.h, c.b);
+        if (issuer) {
+          mbarrier_arrive_expect_tx(&q_full[qb], kGroups * Ops::kQBytes);
+          for (int g = 0; g < kGroups; ++g) Ops::load_q(sQ + (qb * kGroups + g) * Ops::kQBytes, &q_map, &q_full[qb], c.m_tile * kRows + g * kGroupRows, c.h, c.b);
+        }
         for (int j = 0; j < n_tiles; ++j) {
           const int e = kv + j, stage = e % Stages;
           const unsigned reuse_parity = ((e / Stages) - 1) & 1;  // the release of ring entry e - Stages
-          if (e >= Stages) mbarrier_wait(&k_empty[stage], reuse_parity);
-          if constexpr (Ops::kBlockScales) {
-            const int* k_exps = ex.k_of(s, c.h, c.b);
-            const int* v_exps = ex.v_of(s, c.h, c.b);
-            float* slot = block_scales[e % kScaleSlots];
-            for (int g = 0; g < kGroups; ++g) {
-              slot[g] = ldexpf(s.scale * kLog2e, ex.q_exponent<Ops::kQBlockRows>(s, c.h, c.b, c.m_tile * kRows + g * kGroupRows) + k_exps[j]);
+          if (issuer) {
+            if (e >= Stages) mbarrier_wait(&k_empty[stage], reuse_parity);
+            if constexpr (Ops::kBlockScales) {
+              const int* k_exps = ex.k_of(s, c.h, c.b);
+              const int* v_exps = ex.v_of(s, c.h, c.b);
+              float* slot = block_scales[e % kScaleSlots];
+              for (int g = 0; g < kGroups; ++g) {
+                slot[g] = ldexpf(s.scale * kLog2e, ex.q_exponent<Ops::kQBlockRows>(s, c.h, c.b, c.m_tile * kRows + g * kGroupRows) + k_exps[j]);
+              }
+              slot[kGroups] = j == 0 ? 1.f : ldexpf(1.f, v_exps[j - 1] - v_exps[j]);
             }
-            slot[kGroups] = j == 0 ? 1.f : ldexpf(1.f, v_exps[j - 1] - v_exps[j]);
+            mbarrier_arrive_expect_tx(&k_full[stage], Ops::kKBytes);
+            Ops::load_k(sK + stage * Ops::kKBytes, &k_map, &k_full[stage], j * BlockN, hk, c.b);
+            if constexpr (kVRaw) {
+              if (e >= Stages) mbarrier_wait(&vraw_empty[stage], reuse_parity);
+              mbarrier_arrive_expect_tx(&vraw_full[stage], Ops::kVRawBytes);
+              Ops::load_v(sVraw + stage * Ops::kVRawBytes, &v_map, &vraw_full[stage], j * BlockN, hk, c.b);
+            } else {
+              if (e >= Stages) mbarrier_wait(&v_empty[stage], reuse_parity);
+              mbarrier_arrive_expect_tx(&v_full[stage], Ops::kVBytes);
+              Ops::load_v(sV + stage * Ops::kVBytes, &v_map, &v_full[stage], j * BlockN, hk, c.b);
+            }
           }
-          mbarrier_arrive_expect_tx(&k_full[stage], Ops::kKBytes);
-          Ops::load_k(sK + stage * Ops::kKBytes, &k_map, &k_full[stage], j * BlockN, hk, c.b);
-          if (e >= Stages) mbarrier_wait(&v_empty[stage], reuse_parity);
-          mbarrier_arrive_expect_tx(&v_full[stage], Ops::kVBytes);
-          Ops::load_v(sV + stage * Ops::kVBytes, &v_map, &v_full[stage], j * BlockN, hk, c.b);
+          if constexpr (kVRaw) {
+            if (j > 0) rewrite_v(e - 1);
+          }
+        }
+        if constexpr (kVRaw) {
+          if (n_tiles > 0) rewrite_v(kv + n_tiles - 1);
         }
         kv += n_tiles;
       }

@@ -142,9 +142,10 @@ void require_grid(int heads, int batch, const char* what) {
 // shared memory (PShared). The layout changes when rows are computed, not how: the same bits.
 // o_map: O's map where work.o_by_tma (the kernel stages O only where its Q and P tiles hold it: PShared).
 // Turns: the consumer groups take turns to issue (fa3_fp8_takes_turns).
-template <class Out, int D, int BlockN = kBlockN, bool PShared = false, int Groups = kForwardGroups<D>, bool Turns = true>
+// VInKernel: V's tiles as stored, transposed by the producer warpgroup (fa3_fp8_transposes_v_in_kernel).
+template <class Out, int D, int BlockN = kBlockN, bool PShared = false, int Groups = kForwardGroups<D>, bool Turns = true, bool VInKernel = false>
 void launch_fp8(const Fp8TensorMaps& m, const WorkTiles& work, const ForwardParams& p, const BlockExponents& ex, cudaStream_t stream) {
-  using Ops = E4m3Ops<Out, D, BlockN, PShared>;
+  using Ops = E4m3Ops<Out, D, BlockN, PShared, VInKernel>;
   constexpr int kStages = 2, kGroups = Groups;
   using Layout = WsLayout<kGroups>;
   constexpr std::size_t bytes = ws_smem_bytes<Ops, kStages, false, kGroups>();
@@ -154,6 +155,28 @@ void launch_fp8(const Fp8TensorMaps& m, const WorkTiles& work, const ForwardPara
   auto* kernel = fa3_forward_ws_kernel<Ops, kStages, true, Turns, Fa3Rule, false, kGroups>;
   allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3.fp8");
   kernel<<<grid_of(p.shape, Layout::kCtaRows, "cuda.fa3.fp8"), Layout::kThreads, bytes, stream>>>(m.q, m.k, m.vt, m.o, p, work, ex, NoTimeline{});
+}
+
+// One launch's arguments, and the two choices made at run time: O's type, and whether V is transposed in the kernel.
+struct Fp8Launch {
+  const Fp8TensorMaps& m;
+  const WorkTiles& work;
+  const ForwardParams& p;
+  const BlockExponents& ex;
+  cudaStream_t stream;
+  bool fp16, v_in_kernel;
+};
+template <int D, int BlockN = kBlockN, bool PShared = false, int Groups = kForwardGroups<D>, bool Turns = true>
+void launch_fp8_kernel(const Fp8Launch& l) {
+  if constexpr (fp8_v_in_kernel_supported(BlockN)) {
+    if (l.v_in_kernel) {
+      l.fp16 ? launch_fp8<__half, D, BlockN, PShared, Groups, Turns, true>(l.m, l.work, l.p, l.ex, l.stream)
+             : launch_fp8<__nv_bfloat16, D, BlockN, PShared, Groups, Turns, true>(l.m, l.work, l.p, l.ex, l.stream);
+      return;
+    }
+  }
+  l.fp16 ? launch_fp8<__half, D, BlockN, PShared, Groups, Turns>(l.m, l.work, l.p, l.ex, l.stream)
+         : launch_fp8<__nv_bfloat16, D, BlockN, PShared, Groups, Turns>(l.m, l.work, l.p, l.ex, l.stream);
 }
 
 }  // namespace
@@ -173,6 +196,10 @@ bool fa3_fp8_o_by_tma(const Fp8ForwardParams& f) { return f.epilogue == Fa3Epilo
 // H100, the bench + 0.7 % on average, no point below - 1 %); the kernels with P in registers keep FA3's ping-pong.
 bool fa3_fp8_takes_turns(const Fp8ForwardParams& f) { return f.turns == Fp8Turns::ring || !fa3_fp8_p_from_shared(f); }
 
+// automatic: the pass. The producer warpgroup's transpose lengthened the FP8 step by 450 SM clocks (the kernel 18-20 %
+// slower, H200), against the pass's 1-4 % of the bench's FP8 time (NOTES "V transposed in the kernel").
+bool fa3_fp8_transposes_v_in_kernel(const Fp8ForwardParams& f) { return f.v_transpose == Fp8VTranspose::kernel; }
+
 Fp8TensorMaps fa3_fp8_tensor_maps(const Fp8ForwardParams& f) {
   const ForwardParams& p = f.p;
   const AttentionShapeParams& s = p.shape;
@@ -182,7 +209,12 @@ Fp8TensorMaps fa3_fp8_tensor_maps(const Fp8ForwardParams& f) {
   Fp8TensorMaps m;
   m.q = make_tensor_map_e4m3_bhnd(p.q.data, s.batch, s.heads_q, s.seq_q, d, mq.batch, mq.head, mq.row, d, kGroupRows);
   m.k = make_tensor_map_e4m3_bhnd(p.k.data, s.batch, s.heads_kv, s.seq_k, d, mk.batch, mk.head, mk.row, d, f.block_k);
-  m.vt = make_tensor_map_e4m3_bhnd(f.vt, s.batch, s.heads_kv, d, vt_keys, vt_head * s.heads_kv, vt_head, vt_keys, 128, d);
+  if (fa3_fp8_transposes_v_in_kernel(f)) {
+    const MapStrides mv = strides_of(f.v, s.batch, s.heads_kv, s.seq_k, d);
+    m.vt = make_tensor_map_e4m3_bhnd(f.v.data, s.batch, s.heads_kv, s.seq_k, d, mv.batch, mv.head, mv.row, d, kBlockN);
+  } else {
+    m.vt = make_tensor_map_e4m3_bhnd(f.vt, s.batch, s.heads_kv, d, vt_keys, vt_head * s.heads_kv, vt_head, vt_keys, 128, d);
+  }
   if (fa3_fp8_o_by_tma(f)) m.o = map_sw128(layout_of(p.o), p.type, s, s.heads_q, s.seq_q, kGroupRows);
   return m;
 }
@@ -214,24 +246,28 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
     throw std::runtime_error("cuda.fa3.fp8: turns=none with P in shared memory only (head dim 128, block_k 128, p_operand auto or shared; got head dim " +
                              std::to_string(s.head_dim) + ", block_k " + std::to_string(f.block_k) + ")");
   }
+  const bool v_in_kernel = fa3_fp8_transposes_v_in_kernel(f);
+  if (v_in_kernel && !fp8_v_in_kernel_supported(f.block_k)) {
+    throw std::runtime_error("cuda.fa3.fp8: V transposed in the kernel (v_transpose=kernel) with key tiles of 128 only (got block_k " + std::to_string(f.block_k) + ")");
+  }
+  if (v_in_kernel && (!strides_of(f.v, s.batch, s.heads_kv, s.seq_k, s.head_dim).valid(16) || reinterpret_cast<std::uintptr_t>(f.v.data) % 16 != 0)) {
+    throw std::runtime_error("cuda.fa3.fp8: V (read by the kernel) needs a 16-byte aligned base and strides that are multiples of 16 bytes");
+  }
   const Fp8TensorMaps m = fa3_fp8_tensor_maps(f);
   const BlockExponents ex{f.q_exponents, f.k_exponents, f.v_exponents, (s.seq_q + kFp8BlockRows - 1) / kFp8BlockRows, (s.seq_k + f.block_k - 1) / f.block_k};
   const bool fp16 = p.type == StorageType::fp16;
   WorkTiles work;
   work.o_by_tma = fa3_fp8_o_by_tma(f);
   const int d = s.head_dim;
+  const Fp8Launch l{m, work, p, ex, stream, fp16, v_in_kernel};
   if (fa3_fp8_p_from_shared(f)) {
-    if (fa3_fp8_takes_turns(f)) {
-      fp16 ? launch_fp8<__half, 128, 128, true, 3>(m, work, p, ex, stream) : launch_fp8<__nv_bfloat16, 128, 128, true, 3>(m, work, p, ex, stream);
-    } else {
-      fp16 ? launch_fp8<__half, 128, 128, true, 3, false>(m, work, p, ex, stream) : launch_fp8<__nv_bfloat16, 128, 128, true, 3, false>(m, work, p, ex, stream);
-    }
+    fa3_fp8_takes_turns(f) ? launch_fp8_kernel<128, 128, true, 3>(l) : launch_fp8_kernel<128, 128, true, 3, false>(l);
   } else if (d == 128 && f.block_k == 224) {
-    fp16 ? launch_fp8<__half, 128, 224>(m, work, p, ex, stream) : launch_fp8<__nv_bfloat16, 128, 224>(m, work, p, ex, stream);
+    launch_fp8_kernel<128, 224>(l);
   } else if (d == 128) {
-    fp16 ? launch_fp8<__half, 128>(m, work, p, ex, stream) : launch_fp8<__nv_bfloat16, 128>(m, work, p, ex, stream);
+    launch_fp8_kernel<128>(l);
   } else {
-    fp16 ? launch_fp8<__half, 64>(m, work, p, ex, stream) : launch_fp8<__nv_bfloat16, 64>(m, work, p, ex, stream);
+    launch_fp8_kernel<64>(l);
   }
   check_launch("cuda.fa3.fp8 forward");
 }

@@ -40,10 +40,19 @@ inline bool fp8_p_shared_supported(int block_k, int head_dim) { return block_k =
 // automatic: none where P is in shared memory (kernels/cuda/NOTES.md, "Three groups without turns"), ring elsewhere.
 // The same bits either way: each group's products and their order do not change.
 enum class Fp8Turns : std::uint8_t { automatic, ring, none };
+// Where V^T comes from (8-bit wgmma reads its B operand K-major only, so P V needs V transposed): pass, the
+// transpose_v_e4m3 pass the caller runs before the forward into Fp8ForwardParams::vt; kernel, V's tiles as stored
+// (Fp8ForwardParams::v), rewritten by the forward's producer warpgroup in shared memory (FA3's in-kernel transpose), with
+// key tiles of 128 only: no V^T buffer, but the kernel measured 18-20 % slower (kernels/cuda/NOTES.md, "V transposed in
+// the kernel"), so automatic is the pass. The same bits either way.
+enum class Fp8VTranspose : std::uint8_t { automatic, pass, kernel };
+constexpr bool fp8_v_in_kernel_supported(int block_k) { return block_k == 128; }
 
 struct Fp8ForwardParams {
   ForwardParams p;  // shape, O (p.type: bf16 or fp16), L, rounding; p.q and p.k: e4m3 (element strides = bytes)
   const void* vt = nullptr;  // V^T: e4m3 [B, Hkv, d, fp8_vt_keys(Nk)], contiguous, keys permuted (fa3_fp8_kernels.cu)
+  Strided v;                 // V: e4m3 [B, Hkv, Nk, d] as stored, element strides = bytes (read where V is transposed in the kernel)
+  Fp8VTranspose v_transpose = Fp8VTranspose::automatic;
   // Key tiles of block_k keys, one of fp8_key_tile_supported's (cuda.fa3.fp8's block_k option).
   int block_k = kFp8BlockRows;
   Fp8POperand p_operand = Fp8POperand::automatic;
@@ -68,8 +77,12 @@ bool fa3_fp8_o_by_tma(const Fp8ForwardParams& f);
 // Whether fa3_fp8_forward runs f's consumer groups in turns (Fp8Turns): the launcher's own rule. It refuses
 // turns=none where P is in registers.
 bool fa3_fp8_takes_turns(const Fp8ForwardParams& f);
+// Whether fa3_fp8_forward transposes V in the kernel (reading f.v) rather than reading f.vt (Fp8VTranspose): the
+// launcher's own rule, by which a caller knows whether to run transpose_v_e4m3 first. It refuses v_transpose=kernel
+// with key tiles of 224.
+bool fa3_fp8_transposes_v_in_kernel(const Fp8ForwardParams& f);
 // The tensor maps fa3_fp8_forward builds for f: Q and K (e4m3, boxes of 64 rows and of block_k keys), V^T (boxes of 128
-// keys) and, where fa3_fp8_o_by_tma(f), O's (16-bit, the 128-byte swizzle). For tools that launch the forward's kernels
+// keys; where fa3_fp8_transposes_v_in_kernel(f), V's, as K's) and, where fa3_fp8_o_by_tma(f), O's (16-bit, the 128-byte swizzle). For tools that launch the forward's kernels
 // themselves (fa3-timeline), so that they time what the launcher builds. f must pass fa3_fp8_supports.
 struct Fp8TensorMaps {
   CUtensorMap q{}, k{}, vt{}, o{};

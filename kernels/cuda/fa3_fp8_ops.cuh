@@ -33,11 +33,14 @@ __device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
 // Mma1_is_RS = false. P then holds no registers across the next S's product, which is what lets three consumer
 // groups of 160 registers run at d = 128: O 64 + S 64 (with P's 16 in registers too ptxas serialised every wgmma, C7512;
 // without them it spills 220 bytes: a few local loads and stores in the unmasked step, more in the masked one).
-template <class Out_, int D, int BlockN = fa3::kBlockN, bool PShared = false>
+// VInKernel (tiles of 128 keys): V's tiles land as stored ([key][d], K's box and swizzle) and the producer warpgroup
+// rewrites each into V^T's tile (transform_v), FA3's in-kernel transpose, so no transpose_v_e4m3 pass runs before.
+template <class Out_, int D, int BlockN = fa3::kBlockN, bool PShared = false, bool VInKernel = false>
 struct E4m3Ops {
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
   static_assert(BlockN == 128 || (BlockN == 224 && D == 128), "fp8_key_tile_supported's tiles");
   static_assert(!PShared || (BlockN == 128 && D == 128), "P in shared memory: rows of 128 keys (one 128-byte swizzle span), P V by m64n128k32");
+  static_assert(!VInKernel || BlockN == 128, "V rewritten in the kernel: tiles of 128 keys (one V^T box)");
   static constexpr int kBlockN = BlockN;  // keys per tile: one block exponent each
   // (the kernel indexes K's and V's exponents by its key tile, and Q's by a group's first row: a group's 64
   // rows lie in one block)
@@ -55,11 +58,52 @@ struct E4m3Ops {
   static constexpr unsigned kVtBoxBytes = D * 128;
   static constexpr unsigned kQBytes = kGroupRows * D, kKBytes = kBlockN * D, kVBytes = kVtBoxes * kVtBoxBytes;
   static constexpr bool kBlockScales = true;
-  // One box each: Q's 64 rows x d, K's BlockN keys x d; V^T's d rows x 128 keys per box (coordinates innermost first).
+  static constexpr unsigned kVRawBytes = VInKernel ? kKBytes : 0;  // (V's tile as stored: K's shape)
+  // One box each: Q's 64 rows x d, K's BlockN keys x d; V^T's d rows x 128 keys per box (coordinates innermost first),
+  // or (VInKernel) V's 128 keys x d, as K's.
   __device__ static void load_q(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) { tma_load_4d(dst, map, bar, 0, row0, h, b); }
   __device__ static void load_k(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) { tma_load_4d(dst, map, bar, 0, key0, hk, b); }
   __device__ static void load_v(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) {
-    for (int box = 0; box < kVtBoxes; ++box) tma_load_4d(dst + box * kVtBoxBytes, map, bar, key0 + 128 * box, 0, hk, b);
+    if constexpr (VInKernel) {
+      tma_load_4d(dst, map, bar, 0, key0, hk, b);
+    } else {
+      for (int box = 0; box < kVtBoxes; ++box) tma_load_4d(dst + box * kVtBoxBytes, map, bar, key0 + 128 * box, 0, hk, b);
+    }
+  }
+
+  // (VInKernel) V's tile as TMA landed it (128 keys x d bytes; rows of d bytes in the 128- or 64-byte swizzle, as K's)
+  // into V^T's (d rows x 128 slots, the 128-byte swizzle, slot s of every 32 holding key fp8_key_of_slot(s)): the bytes
+  // transpose_v_e4m3 writes, by the producer warpgroup's 128 threads (`thread`). Warp w takes keys 32 w .. 32 w + 31;
+  // lane (quad, word) the 4 keys of slot word `word` (fp8_key_of_slot: 2 t, 2 t + 1, 2 t + 8, 2 t + 9 in the 16 of
+  // word / 4) and 4 of d's rows in each 16: four 4-byte loads (one per key, 4 rows), a 4 x 4 byte transpose (8 PRMT),
+  // four 4-byte stores (one per row, 4 slots). Loads and stores are at most 2-way bank conflicted.
+  __device__ static void transform_v(const unsigned char* raw, unsigned char* vt, int thread) {
+    static_assert(VInKernel && BlockN == 128);
+    const int warp = thread / 32, word = thread % 8, quad = (thread % 32) / 8;
+    const int key0 = 32 * warp + 16 * (word / 4) + 2 * (word % 4);
+    const std::uint32_t raw_base = smem_address(raw), vt_base = smem_address(vt);
+    // byte offsets in the swizzled tiles: 16-byte chunk bits 4.. XORed with the 128-byte row bits 7.. (D / 16 chunks a row
+    // of V's; V^T's rows are 128 slots)
+    const auto raw_at = [](int key, int col) { const int a = key * D + col; return a ^ (((a >> 7) & (D / 16 - 1)) << 4); };
+    const auto vt_at = [](int row, int slot) { const int a = row * 128 + slot; return a ^ (((a >> 7) & 7) << 4); };
+    const int slot = 32 * warp + 4 * word;
+#pragma unroll 1
+    for (int m = 0; m < D / 16; ++m) {
+      const int col = 16 * m + 4 * quad;
+      std::uint32_t w[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int key = key0 + (i % 2) + 8 * (i / 2);
+        asm volatile("ld.shared.b32 %0, [%1];" : "=r"(w[i]) : "r"(raw_base + raw_at(key, col)) : "memory");
+      }
+      // rows col + r: byte r of w[0], w[1], w[2], w[3] (slots 4 t .. 4 t + 3 of the word)
+      const std::uint32_t lo01 = __byte_perm(w[0], w[1], 0x5140), hi01 = __byte_perm(w[0], w[1], 0x7362);
+      const std::uint32_t lo23 = __byte_perm(w[2], w[3], 0x5140), hi23 = __byte_perm(w[2], w[3], 0x7362);
+      const std::uint32_t rows[4] = {__byte_perm(lo01, lo23, 0x5410), __byte_perm(lo01, lo23, 0x7632), __byte_perm(hi01, hi23, 0x5410),
+                                     __byte_perm(hi01, hi23, 0x7632)};
+#pragma unroll
+      for (int r = 0; r < 4; ++r) asm volatile("st.shared.b32 [%0], %1;" ::"r"(vt_base + vt_at(col + r, slot)), "r"(rows[r]) : "memory");
+    }
   }
 
   __device__ static std::uint64_t d_major(const void* p) { return D == 128 ? wgmma_descriptor_sw128(p) : wgmma_descriptor_sw64(p); }

@@ -50,7 +50,8 @@ class CudaFa3Fp8 final : public Subject {
     info_ = cuda_attention_info(
         "cuda.fa3.fp8",
         "FA3's FP8 forward on Hopper: cuda.fa3's pipeline on the FP8 tensor cores (QGMMA k32): e4m3 Q, K, V with a power-of-two "
-        "scale per block (128 rows of Q, block_k keys of K and V), S in fp32, P rounded to e4m3 before P V (V^T written first), O in bf16 or fp16; cpu.fa3.fp8's numerics");
+        "scale per block (128 rows of Q, block_k keys of K and V), S in fp32, P rounded to e4m3 before P V (V transposed in the kernel, or by a pass "
+        "first), O in bf16 or fp16; cpu.fa3.fp8's numerics");
     info_.ops = {Op::fwd};
     refresh_options();  // (the formats follow the option operands)
   }
@@ -66,6 +67,7 @@ class CudaFa3Fp8 final : public Subject {
     } else if (name == "block_k") {
       if (value != "128" && value != "224") throw SubjectError(info_.name + ": block_k=" + value + ": 128, or 224 (head dim 128 only)");
       if (value == "224" && p_operand_ == Fp8POperand::shared) throw SubjectError(p_shared_with_224());
+      if (value == "224" && v_transpose_ == Fp8VTranspose::kernel) throw SubjectError(v_in_kernel_with_224());
       block_k_ = std::stoi(value);
     } else if (name == "p_operand") {
       if (value == "auto") {
@@ -90,8 +92,19 @@ class CudaFa3Fp8 final : public Subject {
       } else {
         throw SubjectError(info_.name + ": turns=" + value + ": auto, ring or none");
       }
+    } else if (name == "v_transpose") {
+      if (value == "auto") {
+        v_transpose_ = Fp8VTranspose::automatic;
+      } else if (value == "pass") {
+        v_transpose_ = Fp8VTranspose::pass;
+      } else if (value == "kernel") {
+        if (block_k_ == 224) throw SubjectError(v_in_kernel_with_224());
+        v_transpose_ = Fp8VTranspose::kernel;
+      } else {
+        throw SubjectError(info_.name + ": v_transpose=" + value + ": auto, pass or kernel");
+      }
     } else {
-      throw SubjectError(info_.name + ": no option " + name + " (operands, block_q, block_k, p_operand, epilogue, turns)");
+      throw SubjectError(info_.name + ": no option " + name + " (operands, block_q, block_k, p_operand, epilogue, turns, v_transpose)");
     }
     refresh_options();
   }
@@ -104,7 +117,7 @@ class CudaFa3Fp8 final : public Subject {
     const std::string& who = info_.name;
     const AttentionShape& sh = c.shape;
     DeviceInput q = to_device(c.q, who, "Q"), k = to_device(c.k, who, "K"), v = to_device(c.v, who, "V");
-    Operands ops(sh, block_k_, who);
+    Operands ops(sh, block_k_, v_in_kernel(), who);
     run_kernels(who, "preparing the operands", [&] { prepare(ops, sh, c.policy.format(Role::q), q.view, k.view, v.view, scaled_); });
     if (scaled_) check_scaled(ops, sh);
     const std::size_t rows = static_cast<std::size_t>(sh.batch) * sh.heads_q * sh.seq_q;
@@ -123,7 +136,8 @@ class CudaFa3Fp8 final : public Subject {
   }
 
   // The forward as run() does it on device-made inputs: e4m3 operands (from N(0, 1) bf16 values quantized with
-  // block scales) time V's transpose and the forward; scaled bf16 or fp16 operands also the quantization.
+  // block scales) time V's transpose pass (where V is not transposed in the kernel) and the forward; scaled bf16 or
+  // fp16 operands also the quantization.
   std::optional<Timing> time(const TimingRequest& r) override {
     const std::string& who = info_.name;
     const PrecisionPolicy policy = PrecisionPolicy::uniform(r.format);
@@ -145,7 +159,7 @@ class CudaFa3Fp8 final : public Subject {
       return Strided{b.get(), static_cast<std::int64_t>(heads) * n * sh.head_dim, static_cast<std::int64_t>(n) * sh.head_dim, sh.head_dim};
     };
     const Format wide_format = wide == StorageType::fp16 ? Format::fp16 : Format::bf16;
-    Operands ops(sh, block_k_, who);
+    Operands ops(sh, block_k_, v_in_kernel(), who);
     const auto prepare_all = [&] {
       prepare(ops, sh, wide_format, contiguous(q, sh.heads_q, sh.seq_q), contiguous(k, sh.heads_kv, sh.seq_k), contiguous(v, sh.heads_kv, sh.seq_k), true);
     };
@@ -159,7 +173,7 @@ class CudaFa3Fp8 final : public Subject {
     timing.milliseconds = time_runs(who, r.warmup, r.repeats, [&] {
       if (scaled_) {
         prepare_all();
-      } else {
+      } else if (!ops.v_in_kernel) {
         transpose_v_e4m3(v_e4m3, sh.batch, sh.heads_kv, sh.seq_k, sh.head_dim, ops.vt.get(), nullptr);
       }
       fa3_fp8_forward(f, nullptr);
@@ -169,13 +183,15 @@ class CudaFa3Fp8 final : public Subject {
 
  private:
   // The device operands of one call: e4m3 Q, K, V (contiguous; operands=e4m3 reads the inputs in place and
-  // leaves q, k, v unused), V^T, the block exponents and the quantizer's inexact-block flag.
+  // leaves q, k, v unused), V^T (none where the kernel transposes V), the block exponents and the quantizer's
+  // inexact-block flag.
   struct Operands {
     DeviceBuffer q, k, v, vt, q_exp, k_exp, v_exp, first_inexact;
-    Strided q_view, k_view;
-    Operands(const AttentionShape& sh, int block_k, const std::string& who) {
+    Strided q_view, k_view, v_view;
+    bool v_in_kernel;
+    Operands(const AttentionShape& sh, int block_k, bool v_in_kernel_, const std::string& who) : v_in_kernel(v_in_kernel_) {
       const std::size_t dq = static_cast<std::size_t>(sh.batch) * sh.heads_q, dk = static_cast<std::size_t>(sh.batch) * sh.heads_kv;
-      vt = DeviceBuffer(dk * sh.head_dim * fp8_vt_keys(sh.seq_k), who, "V^T");
+      if (!v_in_kernel) vt = DeviceBuffer(dk * sh.head_dim * fp8_vt_keys(sh.seq_k), who, "V^T");
       q_exp = DeviceBuffer(dq * blocks_of(sh.seq_q, kFp8BlockRows) * sizeof(int), who, "Q's block exponents");
       k_exp = DeviceBuffer(dk * blocks_of(sh.seq_k, block_k) * sizeof(int), who, "K's block exponents");
       v_exp = DeviceBuffer(dk * blocks_of(sh.seq_k, block_k) * sizeof(int), who, "V's block exponents");
@@ -185,7 +201,7 @@ class CudaFa3Fp8 final : public Subject {
   };
 
   // Launches (no wait): e4m3 operands in place with zero exponents, or (quantize) wider ones quantized with
-  // block exponents; then V^T.
+  // block exponents; then V^T, where the kernel does not transpose V.
   void prepare(Operands& ops, const AttentionShape& sh, Format format, const Strided& q, const Strided& k, const Strided& v, bool quantize) const {
     const std::string& who = info_.name;
     const int d = sh.head_dim;
@@ -210,7 +226,8 @@ class CudaFa3Fp8 final : public Subject {
       ops.q_view = contiguous(ops.q, sh.heads_q, sh.seq_q), ops.k_view = contiguous(ops.k, sh.heads_kv, sh.seq_k);
       v_e4m3 = contiguous(ops.v, sh.heads_kv, sh.seq_k);
     }
-    transpose_v_e4m3(v_e4m3, sh.batch, sh.heads_kv, sh.seq_k, d, ops.vt.get(), nullptr);
+    ops.v_view = v_e4m3;
+    if (!ops.v_in_kernel) transpose_v_e4m3(v_e4m3, sh.batch, sh.heads_kv, sh.seq_k, d, ops.vt.get(), nullptr);
   }
 
   // operands=scaled: every value e4m3 times its block's scale (cpu.fa3.fp8's rule), and V's exponents of each
@@ -256,7 +273,8 @@ class CudaFa3Fp8 final : public Subject {
     Fp8ForwardParams f;
     f.p.shape = shape_params(sh, mask, scale), f.p.type = out;
     f.p.q = ops.q_view, f.p.k = ops.k_view;
-    f.vt = ops.vt.get();
+    f.vt = ops.vt.get(), f.v = ops.v_view;
+    f.v_transpose = v_transpose_;
     f.q_exponents = static_cast<const int*>(ops.q_exp.get()), f.k_exponents = static_cast<const int*>(ops.k_exp.get());
     f.v_exponents = static_cast<const int*>(ops.v_exp.get());
     f.block_k = block_k_;
@@ -315,7 +333,30 @@ class CudaFa3Fp8 final : public Subject {
                       "automatic: O through shared memory (the group's Q and P tiles) and one TMA store per 64-column box where P is in shared "
                       "memory, O is rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"},
                      {"turns", turns_name(), "whether the consumer groups take turns to issue their products: ring (FA3's ping-pong), none (each group "
-                      "issues as soon as its own P is ready; P in shared memory only), auto (none where P is in shared memory, ring elsewhere). The same bits"}};
+                      "issues as soon as its own P is ready; P in shared memory only), auto (none where P is in shared memory, ring elsewhere). The same bits"},
+                     {"v_transpose", v_transpose_name(), "where V is transposed for P V (FP8 products read V^T): kernel (the forward's producer warpgroup, "
+                      "tile by tile in shared memory; block_k=128 only; no V^T buffer, but measured 18-20 % slower), pass (a kernel over V before the "
+                      "forward, into a V^T buffer), auto (the pass). The same bits"}};
+  }
+
+  // The launcher's rule (fa3_fp8_transposes_v_in_kernel) for this subject's options.
+  bool v_in_kernel() const {
+    Fp8ForwardParams f;
+    f.block_k = block_k_, f.v_transpose = v_transpose_;
+    return fa3_fp8_transposes_v_in_kernel(f);
+  }
+
+  std::string v_in_kernel_with_224() const {
+    return info_.name + ": v_transpose=kernel with block_k=224: the kernel transposes V's tiles of 128 keys only";
+  }
+
+  const char* v_transpose_name() const {
+    switch (v_transpose_) {
+      case Fp8VTranspose::pass: return "pass";
+      case Fp8VTranspose::kernel: return "kernel";
+      case Fp8VTranspose::automatic: break;
+    }
+    return "auto";
   }
 
   // (refused whichever option comes second: no head dim would take the pair)
@@ -344,6 +385,7 @@ class CudaFa3Fp8 final : public Subject {
   SubjectInfo info_;
   bool scaled_ = false;
   Fp8Turns turns_ = Fp8Turns::automatic;
+  Fp8VTranspose v_transpose_ = Fp8VTranspose::automatic;
   Fa3Epilogue epilogue_ = Fa3Epilogue::automatic;
   int block_k_ = kFp8BlockRows;
   Fp8POperand p_operand_ = Fp8POperand::automatic;

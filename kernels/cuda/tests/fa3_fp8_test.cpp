@@ -354,9 +354,13 @@ TEST(CudaFa3Fp8, SmallShapesSweep) {
   auto gpu = fp8_subject();
   ASSERT_TRUE(gpu);
   auto cpu = cpu::make_cpu_fa3_fp8();
-  for (const Fp8Variant& variant : kVariants) {
+  // (each variant with V transposed by the pass and, with 128-key tiles, in the kernel: the sanitizer's sweep of both)
+  for (const auto& [variant, v_transpose] : std::vector<std::pair<Fp8Variant, const char*>>{
+           {kVariants[0], "pass"}, {kVariants[0], "kernel"}, {kVariants[1], "pass"}, {kVariants[2], "pass"}, {kVariants[2], "kernel"}}) {
+    gpu->set_option("v_transpose", "pass");  // (block_k=224 refuses kernel: through pass between variants)
     variant.apply(*gpu, cpu.get());
-    const std::string variant_name = variant.name();
+    gpu->set_option("v_transpose", v_transpose);
+    const std::string variant_name = variant.name() + " v_transpose=" + v_transpose;
     for (int d : {64, 128}) {
       if (!variant.supports(d)) continue;
       for (int nq : {1, 7, 65, 130}) {
@@ -443,6 +447,21 @@ TEST(CudaFa3Fp8, TurnsOnlyWithPInRegistersUnderAuto) {
   EXPECT_TRUE(fa3_fp8_takes_turns(f)) << "auto at d = 64 (three groups, P in registers)";
 }
 
+TEST(CudaFa3Fp8, VTransposedInTheKernelOnlyWhenAsked) {
+  // (host only: whether fa3_fp8_forward reads V and transposes it itself, or reads the pass's V^T)
+  Fp8ForwardParams f;
+  f.p.shape.head_dim = 128, f.block_k = 128;
+  EXPECT_FALSE(fa3_fp8_transposes_v_in_kernel(f)) << "auto (the pass: the kernel's transpose measured slower)";
+  f.v_transpose = Fp8VTranspose::kernel;
+  EXPECT_TRUE(fa3_fp8_transposes_v_in_kernel(f));
+  f.p.shape.head_dim = 64;
+  EXPECT_TRUE(fa3_fp8_transposes_v_in_kernel(f)) << "at d = 64";
+  f.p.shape.head_dim = 128, f.block_k = 224;
+  EXPECT_TRUE(fa3_fp8_transposes_v_in_kernel(f)) << "asked with 224-key tiles (the launcher then refuses them)";
+  f.v_transpose = Fp8VTranspose::pass;
+  EXPECT_FALSE(fa3_fp8_transposes_v_in_kernel(f)) << "v_transpose=pass";
+}
+
 TEST(CudaFa3Fp8, OByTmaWhereQAndPTilesHoldIt) {
   // (host only: which epilogue fa3_fp8_forward launches. O of 64 x 128 in 16 bits is two boxes of 8 KiB: an e4m3 Q
   // tile holds one, P's tile the other, so only the kernel with P in shared memory can stage it)
@@ -496,12 +515,7 @@ TEST(CudaFa3Fp8, PFromSharedMemoryGivesTheRegisterPathsBits) {
           const gradcheck::Outputs want = gradcheck::Caller(*registers, c).fwd(in.q, in.k, in.v);
           for (Subject* subject : {shared.get(), shared_ring.get()}) {
             const std::string turns = subject == shared.get() ? "turns=none" : "turns=ring";
-            const gradcheck::Outputs got = gradcheck::Caller(*subject, c).fwd(in.q, in.k, in.v);
-            for (const char* t : {"O", "L"}) {
-              const testing::Difference d = testing::differing(got.at(t).values(), want.at(t).values());
-              EXPECT_EQ(d.count, 0u) << turns << ": " << t << " differs from the register path's in " << d.count << " entries (first at " << d.first << ") for "
-                                     << c.to_string();
-            }
+            testing::expect_output_bits(gradcheck::Caller(*subject, c).fwd(in.q, in.k, in.v), want, turns, "the register path", c);
             ++compared;
           }
         }
@@ -515,6 +529,55 @@ TEST(CudaFa3Fp8, PFromSharedMemoryGivesTheRegisterPathsBits) {
 // as store_rows' 4-byte stores (epilogue=stores): the same O and L bits, over query tails (rows past Nq clipped by the
 // map, CTAs of 192 rows whose later groups have none), key tails, masks, GQA, O in bf16 and fp16, and scaled operands
 // whose V blocks carry exponents up to 2^20 apart (so O's final 2^o_exp is not 1).
+// V transposed by the forward's producer warpgroup (v_transpose=kernel) puts the bytes transpose_v_e4m3 writes into
+// the same V^T tile, so O and L must be the pass's bit for bit, in every kernel that takes 128-key tiles: P in
+// registers at d = 64 and 128, P shared with turns and without. The shapes reach the tile's edges: one key and a
+// partial tile (the zeros TMA fills past Nk, which the pass writes too), one tile, several, query tails, GQA, both
+// layouts (V's strides as the caller's), O in fp16, stochastic rounding; and operands=scaled, where V is the quantizer's
+// contiguous copy with block exponents 2^20 apart.
+TEST(CudaFa3Fp8, VTransposedInTheKernelGivesThePasssBits) {
+  REQUIRE_HOPPER();
+  auto kernel = fp8_subject(), pass = fp8_subject();
+  ASSERT_TRUE(kernel && pass);
+  kernel->set_option("v_transpose", "kernel"), pass->set_option("v_transpose", "pass");
+  struct Form {
+    const char* p_operand;
+    const char* turns;
+    int d;
+  };
+  std::mt19937_64 gen(13);
+  int compared = 0;
+  for (const Form form : {Form{"registers", "auto", 64}, Form{"registers", "auto", 128}, Form{"shared", "none", 128}, Form{"shared", "ring", 128}}) {
+    for (Subject* s : {kernel.get(), pass.get()}) s->set_option("turns", "auto"), s->set_option("p_operand", form.p_operand), s->set_option("turns", form.turns);
+    const std::string name = std::string("p_operand=") + form.p_operand + " turns=" + form.turns;
+    for (const char* operands : {"e4m3", "scaled"}) {
+      kernel->set_option("operands", operands), pass->set_option("operands", operands);
+      const bool scaled = std::string(operands) == "scaled";
+      for (const char* policy : scaled ? std::vector<const char*>{"bf16,o=fp16"} : std::vector<const char*>{"e4m3", "e4m3,o=fp16", "e4m3,round=sr,seed=5"}) {
+        for (int nq : {1, 65, 200}) {
+          for (int nk : scaled ? std::vector<int>{129, 640} : std::vector<int>{1, 100, 128, 129, 383, 640}) {
+            for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
+              gradcheck::Case c = testing::forward_case({2, 4, 2, nq, nk, form.d, form.d}, m, policy);
+              c.layout = nk % 2 == 0 ? gradcheck::Layout::bnhd : gradcheck::Layout::bhnd;
+              gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+              if (scaled) {
+                in.q.assign(quantize_blocks(in.q.values(), 2 * 4, nq, form.d, 128, 4, gen));
+                in.k.assign(quantize_blocks(in.k.values(), 2 * 2, nk, form.d, 128, 4, gen));
+                in.v.assign(quantize_blocks(in.v.values(), 2 * 2, nk, form.d, 128, 20, gen));
+              }
+              const gradcheck::Outputs want = gradcheck::Caller(*pass, c).fwd(in.q, in.k, in.v);
+              testing::expect_output_bits(gradcheck::Caller(*kernel, c).fwd(in.q, in.k, in.v), want, name + " operands=" + operands + " v_transpose=kernel",
+                                          "v_transpose=pass", c);
+              ++compared;
+            }
+          }
+        }
+      }
+    }
+  }
+  std::cout << compared << " cases: V transposed in the kernel gives the pass's bits\n";
+}
+
 TEST(CudaFa3Fp8, OByTmaGivesTheGlobalStoresBits) {
   REQUIRE_HOPPER();
   auto tma = fp8_subject(), stores = fp8_subject();
@@ -616,6 +679,14 @@ TEST(CudaFa3Fp8, BadInputIsRefusedWithAClearError) {
   gpu->set_option("p_operand", "auto");
   EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("turns=none with P in shared memory only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
   EXPECT_EQ(message(d128, gradcheck::make_inputs(d128)), "(accepted)");
+  // V transposed in the kernel: 128-key tiles only, refused with block_k=224 in either order
+  gpu->set_option("turns", "auto");
+  EXPECT_THROW(gpu->set_option("v_transpose", "inline"), SubjectError);
+  gpu->set_option("v_transpose", "kernel");
+  EXPECT_THROW(gpu->set_option("block_k", "224"), SubjectError);
+  gpu->set_option("v_transpose", "auto"), gpu->set_option("block_k", "224");
+  EXPECT_THROW(gpu->set_option("v_transpose", "kernel"), SubjectError);
+  EXPECT_EQ(message(d128, gradcheck::make_inputs(d128)), "(accepted)") << "auto with block_k=224 (the pass)";
 }
 
 }  // namespace

@@ -70,16 +70,23 @@ inline gradcheck::Case forward_case(const AttentionShape& shape, Mask mask, cons
   return c;
 }
 
+// Expects the same O and L bits in two forwards' outputs already computed (a failure names `got_name`, `want_name`
+// and the case): for tests that reuse one reference's outputs over several subjects.
+inline void expect_output_bits(const gradcheck::Outputs& got, const gradcheck::Outputs& want, const std::string& got_name, const std::string& want_name,
+                               const gradcheck::Case& c) {
+  for (const char* t : {"O", "L"}) {
+    const Difference d = differing(got.at(t).values(), want.at(t).values());
+    EXPECT_EQ(d.count, 0u) << got_name << ": " << t << " differs from " << want_name << "'s in " << d.count << " entries (first at " << d.first << ") for "
+                           << c.to_string();
+  }
+}
+
 // Runs the forward of `got` and of `want` on case c's inputs and expects the same O and L bits (a failure names the
 // case and `want_name`); the subjects' other state (counters) is the caller's to compare.
 inline void expect_forward_bits(Subject& got, Subject& want, const gradcheck::Case& c, const std::string& want_name) {
   const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
   const gradcheck::Outputs want_out = gradcheck::Caller(want, c).fwd(in.q, in.k, in.v);
-  const gradcheck::Outputs got_out = gradcheck::Caller(got, c).fwd(in.q, in.k, in.v);
-  for (const char* t : {"O", "L"}) {
-    const Difference d = differing(got_out.at(t).values(), want_out.at(t).values());
-    EXPECT_EQ(d.count, 0u) << t << " differs from " << want_name << "'s in " << d.count << " entries (first at " << d.first << ") for " << c.to_string();
-  }
+  expect_output_bits(gradcheck::Caller(got, c).fwd(in.q, in.k, in.v), want_out, got.info().name, want_name, c);
 }
 
 }  // namespace fc::kernels::cuda::testing

@@ -21,14 +21,15 @@
 // query tiles of one head (under a causal mask, the longest). The stamps cost a few percent; the tensor pipe's
 // share is the groups' products at the dense rate (4096 bf16 FLOP per clock per SM) over the period.
 //
-// --dtype e4m3 runs cuda.fa3.fp8's kernels (E4m3Ops, O in bf16, block exponents all 0, V^T's bytes drawn as they are:
-// the time does not depend on the key order; the launcher's tensor maps, fa3_fp8_tensor_maps): --groups 3 at d = 128 is
+// --dtype e4m3 runs cuda.fa3.fp8's kernels (E4m3Ops, O in bf16, block exponents all 0, V's bytes drawn as they are and
+// transposed once by transpose_v_e4m3; the launcher's tensor maps, fa3_fp8_tensor_maps): --groups 3 at d = 128 is
 // P in shared memory (auto's with --turns none), --groups 2 P in
 // registers with --key-tile 128 or 224; d = 64 runs three groups. Its tensor pipe's share counts FP8's dense rate (8192
-// FLOP per clock per SM). The V^T pass is not in its time.
+// FLOP per clock per SM). --v-transpose kernel: the kernels that transpose V's tiles themselves (v_transpose=kernel, 128-key
+// tiles); pass (the default) reads the V^T written before, and the pass is not in its time. Both give the same checksum.
 //
 // Usage: fa3-timeline [--d 64|128] [--n N] [--dtype bf16|e4m3] [--key-tile 128|176|224] [--groups 2|3] [--scheduler grid|persistent]
-//                     [--causal] [--section S] [--epilogue tma|stores] [--turns ring|none] [--repeats R]
+//                     [--causal] [--section S] [--epilogue tma|stores] [--turns ring|none] [--v-transpose pass|kernel] [--repeats R]
 // Each run prints a checksum of O and L (of the unstamped launches), so that two builds can be compared bit for bit.
 // --epilogue stores: O by store_rows' 4-byte global stores instead of the grid launchers' shared memory and TMA store.
 // --turns none: three groups issue without turns (cuda.fa3's ws_overlap_3groups*; e4m3 at d = 128 only, P in shared
@@ -63,13 +64,13 @@ using T = __nv_bfloat16;
 
 struct Config {
   int d = 128, n = 8192, key_tile = 128, groups = 2, repeats = 30, section = 0;  // (section 0: the launcher's choice)
-  bool causal = false, persistent = false, o_by_tma = true, e4m3 = false, turns = true;
+  bool causal = false, persistent = false, o_by_tma = true, e4m3 = false, turns = true, v_in_kernel = false;
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
   std::fprintf(stderr,
                "fa3-timeline: %s\nusage: fa3-timeline [--d 64|128] [--n N] [--dtype bf16|e4m3] [--key-tile 128|176|224] [--groups 2|3] [--scheduler grid|persistent] "
-               "[--section S] [--epilogue tma|stores] [--turns ring|none] [--causal] [--repeats R]\n",
+               "[--section S] [--epilogue tma|stores] [--turns ring|none] [--v-transpose pass|kernel] [--causal] [--repeats R]\n",
                what.c_str());
   std::exit(2);
 }
@@ -110,6 +111,8 @@ Config parse(int argc, char** argv) {
       c.o_by_tma = !second_of_two(argc, argv, i, "tma", "stores");
     } else if (a == "--turns") {
       c.turns = !second_of_two(argc, argv, i, "ring", "none");
+    } else if (a == "--v-transpose") {
+      c.v_in_kernel = second_of_two(argc, argv, i, "pass", "kernel");
     } else if (a == "--dtype") {
       c.e4m3 = second_of_two(argc, argv, i, "bf16", "e4m3");
     } else if (a == "--section") {
@@ -129,6 +132,7 @@ Config parse(int argc, char** argv) {
   if (c.section > 0 && !c.persistent) usage_error("--section applies to --scheduler persistent");
   if (c.persistent && (c.groups != 2 || c.key_tile != 128)) usage_error("--scheduler persistent runs two groups and 128-key tiles (cuda.fa4's)");
   if (!c.turns && (c.groups != 3 || (c.e4m3 && c.d != 128))) usage_error("--turns none runs three groups (e4m3: at d = 128, P in shared memory) only");
+  if (c.v_in_kernel && (!c.e4m3 || c.key_tile != 128)) usage_error("--v-transpose kernel: e4m3 with 128-key tiles only (cuda.fa3.fp8's)");
   if (c.n > 16384 || 16384 % c.n != 0) usage_error("--n " + std::to_string(c.n) + ": a divisor of 16384 (B = 16384 / N)");
   if (c.n < 8 * c.key_tile) usage_error("--n " + std::to_string(c.n) + ": at least 8 key tiles (" + std::to_string(8 * c.key_tile) + "), for steady-state steps");
   return c;
@@ -158,8 +162,9 @@ unsigned long long output_checksum(const ForwardParams& p) {
   return h;
 }
 
-// The FP8 kernels' extra inputs: V^T ([B, H, d, N], keys innermost) and zero block exponents.
+// The FP8 kernels' extra inputs: V ([B, H, N, d]) and V^T (transpose_v_e4m3's), and zero block exponents.
 struct Fp8Inputs {
+  Strided v;
   const void* vt = nullptr;
   BlockExponents ex;
 };
@@ -179,7 +184,8 @@ struct Run {
     CUtensorMap q{}, k{}, v{};
     if constexpr (Ops::kBlockScales) {  // (the maps cuda.fa3.fp8's launcher builds)
       Fp8ForwardParams f;
-      f.p = p, f.vt = fp8.vt, f.block_k = BlockN;
+      f.p = p, f.vt = fp8.vt, f.v = fp8.v, f.block_k = BlockN;
+      f.v_transpose = Ops::kVRawBytes > 0 ? Fp8VTranspose::kernel : Fp8VTranspose::pass;
       f.p_operand = Ops::kPBytes > 0 ? Fp8POperand::shared : Fp8POperand::registers;
       const Fp8TensorMaps m = fa3_fp8_tensor_maps(f);
       q = m.q, k = m.k, v = m.vt;
@@ -298,9 +304,10 @@ void measure(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
 
   // (one group's two products per step, clocks at the dense rate: 4096 16-bit or 8192 FP8 FLOP per clock per SM)
   const double products = 64.0 * BlockN * D * 2 * 2 / (Ops::kBlockScales ? 8192 : 4096);
-  std::printf("%s forward, %s, d = %d, N = %d, B = %d, H = %d, %s, key tile %d, %d consumer groups%s%s, %s scheduler, O by %s: %.3f ms, %.1f TFLOP/s (median of %d, no stamps)\n",
+  std::printf("%s forward, %s, d = %d, N = %d, B = %d, H = %d, %s, key tile %d, %d consumer groups%s%s%s, %s scheduler, O by %s: %.3f ms, %.1f TFLOP/s (median of %d, no stamps)\n",
               Ops::kBlockScales ? "cuda.fa3.fp8" : "cuda.fa3", Ops::kBlockScales ? "e4m3 (O bf16)" : "bf16", D, s.seq_q, s.batch, s.heads_q,
               c.causal ? "causal" : "no mask", BlockN, Groups, Ops::kPBytes > 0 ? " (P in shared memory)" : "", Turns ? "" : " without turns",
+              Ops::kVRawBytes > 0 ? ", V transposed in the kernel" : "",
               !Persistent ? "grid" : c.section > 0 ? ("persistent (section " + std::to_string(c.section) + ")").c_str() : "persistent",
               c.o_by_tma && R::kOByTma ? "TMA" : "stores", t, flops / t / 1e9, c.repeats);
   std::printf("O and L checksum (FNV-1a 64 of their bytes, the unstamped launches' outputs): %016llx\n", checksum);
@@ -338,14 +345,16 @@ void dispatch(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
   if (c.e4m3) {
     using Out = __nv_bfloat16;
     if (c.groups == 3) {
-      if constexpr (D == 64) return measure<E4m3Ops<Out, 64>, 3>(c, p, fp8);
+      if constexpr (D == 64) return c.v_in_kernel ? measure<E4m3Ops<Out, 64, 128, false, true>, 3>(c, p, fp8) : measure<E4m3Ops<Out, 64>, 3>(c, p, fp8);
       if constexpr (D == 128) {  // (auto's: P in shared memory, without turns)
-        if (!c.turns) return measure<E4m3Ops<Out, 128, 128, true>, 3, false, false>(c, p, fp8);
-        return measure<E4m3Ops<Out, 128, 128, true>, 3>(c, p, fp8);
+        if (!c.turns) {
+          return c.v_in_kernel ? measure<E4m3Ops<Out, 128, 128, true, true>, 3, false, false>(c, p, fp8) : measure<E4m3Ops<Out, 128, 128, true>, 3, false, false>(c, p, fp8);
+        }
+        return c.v_in_kernel ? measure<E4m3Ops<Out, 128, 128, true, true>, 3>(c, p, fp8) : measure<E4m3Ops<Out, 128, 128, true>, 3>(c, p, fp8);
       }
     } else if constexpr (D == 128) {
       if (c.key_tile == 224) return measure<E4m3Ops<Out, 128, 224>, 2>(c, p, fp8);
-      return measure<E4m3Ops<Out, 128>, 2>(c, p, fp8);
+      return c.v_in_kernel ? measure<E4m3Ops<Out, 128, 128, false, true>, 2>(c, p, fp8) : measure<E4m3Ops<Out, 128>, 2>(c, p, fp8);
     }
     return;  // (parse refused the rest)
   }
@@ -407,9 +416,10 @@ int main(int argc, char** argv) {
     p.q = {qkv[0], batch, head, c.d}, p.k = {qkv[1], batch, head, c.d}, p.v = {qkv[2], batch, head, c.d};
     p.o = {o, batch, head, c.d};
     p.lse = lse;
-    // e4m3: Q, K and V^T as bytes of N(0, 1) values rounded to e4m3 (strides in bytes), every block exponent 0
+    // e4m3: Q, K and V as bytes of N(0, 1) values rounded to e4m3 (strides in bytes), V^T from V, every block exponent 0
     Fp8Inputs fp8;
     std::uint8_t* fp8_tensors[3] = {};
+    void* vt = nullptr;
     int* exponents = nullptr;
     if (c.e4m3) {
       std::vector<std::uint8_t> bytes(elements);
@@ -422,13 +432,17 @@ int main(int argc, char** argv) {
       check(cudaMalloc(&exponents, static_cast<std::size_t>(b) * heads * blocks * sizeof(int)), "cudaMalloc (exponents)");
       check(cudaMemset(exponents, 0, static_cast<std::size_t>(b) * heads * blocks * sizeof(int)), "cudaMemset (exponents)");
       p.q = {fp8_tensors[0], batch, head, c.d}, p.k = {fp8_tensors[1], batch, head, c.d};
-      fp8.vt = fp8_tensors[2];
+      const std::size_t vt_bytes = static_cast<std::size_t>(b) * heads * c.d * fp8_vt_keys(c.n);
+      check(cudaMalloc(&vt, vt_bytes), "cudaMalloc (V^T)");
+      fp8.v = {fp8_tensors[2], batch, head, c.d};
+      transpose_v_e4m3(fp8.v, b, heads, c.n, c.d, vt, nullptr);
+      fp8.vt = vt;
       fp8.ex = {exponents, exponents, exponents, blocks, (c.n + c.key_tile - 1) / c.key_tile};
     }
     c.d == 64 ? dispatch<64>(c, p, fp8) : dispatch<128>(c, p, fp8);
     for (T* x : qkv) cudaFree(x);
     for (std::uint8_t* x : fp8_tensors) cudaFree(x);
-    cudaFree(exponents), cudaFree(o), cudaFree(lse);
+    cudaFree(exponents), cudaFree(vt), cudaFree(o), cudaFree(lse);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fa3-timeline: %s\n", e.what());
     return 1;
