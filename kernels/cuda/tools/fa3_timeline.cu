@@ -25,8 +25,9 @@
 // transposed once by transpose_v_e4m3; the launcher's tensor maps, fa3_fp8_tensor_maps): --groups 3 at d = 128 is
 // P in shared memory (auto's with --turns none), --groups 2 P in
 // registers with --key-tile 128 or 224; d = 64 runs three groups. Its tensor pipe's share counts FP8's dense rate (8192
-// FLOP per clock per SM). --v-transpose kernel: the kernels that transpose V's tiles themselves (v_transpose=kernel, 128-key
-// tiles); pass (the default) reads the V^T written before, and the pass is not in its time. Both give the same checksum.
+// FLOP per clock per SM). The pass's own time is printed first (V read and V^T written, in TB/s). --v-transpose
+// kernel: the kernels that transpose V's tiles themselves (v_transpose=kernel, 128-key tiles); pass (the default)
+// reads the V^T written before, and the pass is not in its time. Both give the same checksum.
 //
 // Usage: fa3-timeline [--d 64|128] [--n N] [--dtype bf16|e4m3] [--key-tile 128|176|224] [--groups 2|3] [--scheduler grid|persistent]
 //                     [--causal] [--section S] [--epilogue tma|stores] [--turns ring|none] [--v-transpose pass|kernel] [--repeats R]
@@ -437,6 +438,23 @@ int main(int argc, char** argv) {
       fp8.v = {fp8_tensors[2], batch, head, c.d};
       transpose_v_e4m3(fp8.v, b, heads, c.n, c.d, vt, nullptr);
       fp8.vt = vt;
+      // the pass's own time (the forward's below leaves it out): median of c.repeats, and the bytes it moves
+      std::vector<double> pass_ms;
+      cudaEvent_t start = nullptr, stop = nullptr;
+      check(cudaEventCreate(&start), "cudaEventCreate"), check(cudaEventCreate(&stop), "cudaEventCreate");
+      for (int r = 0; r < c.repeats; ++r) {
+        check(cudaEventRecord(start), "cudaEventRecord");
+        transpose_v_e4m3(fp8.v, b, heads, c.n, c.d, vt, nullptr);
+        check(cudaEventRecord(stop), "cudaEventRecord");
+        check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+        float ms = 0;
+        check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+        pass_ms.push_back(ms);
+      }
+      cudaEventDestroy(start), cudaEventDestroy(stop);
+      const double pass = median(pass_ms);
+      std::printf("V^T pass (transpose_v_e4m3): %.1f us, %.2f TB/s (V read, V^T written; median of %d)\n", 1e3 * pass, (elements + vt_bytes) / (pass * 1e-3) / 1e12,
+                  c.repeats);
       fp8.ex = {exponents, exponents, exponents, blocks, (c.n + c.key_tile - 1) / c.key_tile};
     }
     c.d == 64 ? dispatch<64>(c, p, fp8) : dispatch<128>(c, p, fp8);
