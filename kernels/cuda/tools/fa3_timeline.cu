@@ -339,6 +339,46 @@ void measure(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
                 median(phase[4]), median(phase[5]), period, phase[0].size(), 100.0 * Groups * products / period);
   }
   if (!any) throw std::runtime_error("no steady-state step was stamped (too few key tiles per CTA)");
+  // How the groups' softmaxes fall against each other: over each CTA's steady state (from the last group's first stamped
+  // issue to the first group's last), the share of the time with 0, 1, 2 or 3 groups between S ready and softmax done
+  // (stamped by each group's first warp). Staggered groups (FA3's aim: one group's softmax under the others' products)
+  // spend it with one group at a time; groups in step pile up.
+  std::vector<double> share(kGroupsMax + 1, 0.0);
+  double window_total = 0;
+  for (int cta = 0; cta < kCtas && cta < m_tiles; ++cta) {
+    std::vector<std::pair<long long, int>> edges;  // (clock, +1 entering a softmax, -1 leaving)
+    long long lo = 0, hi = 0;
+    bool first = true;
+    for (int g = 0; g < Groups; ++g) {
+      long long g_lo = 0, g_hi = 0;
+      for (int j = 2; j + 1 < kSteps; ++j) {
+        const long long* r = h.data() + ((static_cast<std::size_t>(cta) * kGroupsMax + g) * kSteps + j) * kTimelinePoints;
+        const long long* next = r + kTimelinePoints;
+        if (r[kTurnWait] == 0 || next[kIssue] == 0) break;
+        if (g_lo == 0) g_lo = r[kIssue];
+        g_hi = next[kIssue];
+        edges.push_back({r[kSReady], +1}), edges.push_back({r[kSoftmaxDone], -1});
+      }
+      if (g_lo == 0) continue;
+      lo = first ? g_lo : std::max(lo, g_lo), hi = first ? g_hi : std::min(hi, g_hi), first = false;
+    }
+    if (first || hi <= lo) continue;
+    std::sort(edges.begin(), edges.end());
+    int inside = 0;
+    long long at = lo;
+    for (const auto& [clock, step] : edges) {
+      const long long t = std::min(std::max(clock, lo), hi);
+      share[std::min(std::max(inside, 0), kGroupsMax)] += static_cast<double>(t - at);
+      at = t, inside += step;
+    }
+    share[std::min(std::max(inside, 0), kGroupsMax)] += static_cast<double>(hi - at);
+    window_total += static_cast<double>(hi - lo);
+  }
+  if (window_total > 0) {
+    std::printf("time with 0 / 1 / 2 / 3 groups in their softmax (steady state, %d CTAs):", kCtas);
+    for (int k = 0; k <= Groups; ++k) std::printf(" %.0f%%", 100.0 * share[k] / window_total);
+    std::printf("\n");
+  }
 }
 
 template <int D>
