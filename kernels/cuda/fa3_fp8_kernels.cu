@@ -6,7 +6,8 @@
 //     both K-major (Q and K as stored: d innermost);
 //   - P rounded to e4m3 (RN, saturating; P <= 1) straight from S's accumulator registers into A fragments;
 //   - O += P V by m64nDk32 with B = V^T's tile, K-major (keys innermost), which transpose_v_e4m3 writes
-//     before the forward: 8-bit wgmma has no transpose flag, so V's [key][d] tile cannot be read as it is.
+//     before the forward: 8-bit wgmma has no transpose flag, so V's [key][d] tile cannot be read as it is
+//     (v_transpose=kernel: the producer warpgroup transposes each tile in shared memory instead, E4m3Ops::transform_v).
 // P's A fragment wants, per lane, 4 consecutive keys (4 t .. 4 t + 3 and 16 + 4 t ..) where S's accumulator
 // holds pairs (2 t, 2 t + 1 of every 8). Instead of moving bytes between lanes, each 32 keys of V^T are stored
 // in the order the fragments hold them (fp8_key_of_slot): slot s of the fragment is key fp8_key_of_slot(s),
