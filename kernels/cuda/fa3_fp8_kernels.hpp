@@ -78,12 +78,13 @@ bool fa3_fp8_o_by_tma(const Fp8ForwardParams& f);
 // turns=none where P is in registers.
 bool fa3_fp8_takes_turns(const Fp8ForwardParams& f);
 // Whether fa3_fp8_forward transposes V in the kernel (reading f.v) rather than reading f.vt (Fp8VTranspose): the
-// launcher's own rule, by which a caller knows whether to run transpose_v_e4m3 first. It refuses v_transpose=kernel
-// with key tiles of 224.
+// launcher's own rule, by which a caller knows whether to run transpose_v_e4m3 first. (fa3_fp8_forward then refuses
+// v_transpose=kernel with key tiles of 224.)
 bool fa3_fp8_transposes_v_in_kernel(const Fp8ForwardParams& f);
 // The tensor maps fa3_fp8_forward builds for f: Q and K (e4m3, boxes of 64 rows and of block_k keys), V^T (boxes of 128
-// keys; where fa3_fp8_transposes_v_in_kernel(f), V's, as K's) and, where fa3_fp8_o_by_tma(f), O's (16-bit, the 128-byte swizzle). For tools that launch the forward's kernels
-// themselves (fa3-timeline), so that they time what the launcher builds. f must pass fa3_fp8_supports.
+// keys; where fa3_fp8_transposes_v_in_kernel(f), V's, as K's) and, where fa3_fp8_o_by_tma(f), O's (16-bit, the 128-byte
+// swizzle). For tools that launch the forward's kernels themselves (fa3-timeline), so that they time what the launcher
+// builds. f must pass fa3_fp8_supports.
 struct Fp8TensorMaps {
   CUtensorMap q{}, k{}, vt{}, o{};
 };
