@@ -150,12 +150,14 @@ __device__ inline void issue_pv(float (&o)[D / 8][4], const std::uint32_t (&pa)[
 // the tile 1024-byte aligned), a k step 32 bytes of a row (k16 of 16-bit P, k32 of e4m3), four steps a box. The shared
 // address of word i of this thread's A fragment for k step kk: the fragment's rows g and g + 8 (i odd) of its warp's 16,
 // bytes 4 t .. 4 t + 3 of the step's first or (i >= 2) second 16 (hopper/wgmma_tma.cuh's and wgmma_e4m3.cuh's layouts),
-// so the tile holds exactly what the register fragments would, and V's key order is unchanged. A warp's stores of one
-// word cover 8 rows x 4 words in 32 different banks.
+// so the tile holds exactly what the register fragments would, and V's key order is unchanged. Written by stmatrix
+// (m8n8.x4, b16): matrix i holds word i of every lane's fragment (row lane / 4 of its 8, bytes 4 (lane % 4) ..), so lane L
+// gives the address of row L % 8 of matrix L / 8; one instruction stores a k step's four words where four st.shared
+// did (NOTES "P's tile by stmatrix"), and each matrix's 8 rows fall in 8 different 16-byte bank groups.
 // (box: the tile's box of k steps kk - kk % 4 .. + 3)
-__device__ inline std::uint32_t p_box_word_address(const unsigned char* box, int kk, int i) {
-  const int lane = threadIdx.x % 32, row = 16 * ((threadIdx.x % 128) / 32) + lane / 4 + 8 * (i % 2), chunk = 2 * (kk % 4) + i / 2;
-  return smem_address(box + row * 128 + ((chunk ^ (row % 8)) * 16) + 4 * (lane % 4));
+__device__ inline std::uint32_t p_box_row_address(const unsigned char* box, int kk) {
+  const int lane = threadIdx.x % 32, i = lane / 8, row = 16 * ((threadIdx.x % 128) / 32) + lane % 8 + 8 * (i % 2), chunk = 2 * (kk % 4) + i / 2;
+  return smem_address(box + row * 128 + ((chunk ^ (row % 8)) * 16));
 }
 // Steps k steps of A fragments (words[kk][i]) into the tile's Steps / 4 boxes, boxes[kk / 4] holding steps 4 (kk / 4) ..
 // (each box 1024-byte aligned; they need not be adjacent), then the fence that orders them before the async proxy's
@@ -164,8 +166,9 @@ template <int Steps>
 __device__ inline void store_p_boxes(unsigned char* const (&boxes)[(Steps + 3) / 4], const std::uint32_t (&words)[Steps][4]) {
 #pragma unroll
   for (int kk = 0; kk < Steps; ++kk) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) asm volatile("st.shared.b32 [%0], %1;" ::"r"(p_box_word_address(boxes[kk / 4], kk, i)), "r"(words[kk][i]) : "memory");
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(p_box_row_address(boxes[kk / 4], kk)), "r"(words[kk][0]), "r"(words[kk][1]),
+                 "r"(words[kk][2]), "r"(words[kk][3])
+                 : "memory");
   }
   fence_proxy_async_shared();
 }

@@ -167,14 +167,13 @@ class CudaFa3Fp8 final : public Subject {
     Fp8ForwardParams f = forward_params(ops, sh, r.mask, r.scale, out);
     const Strided o_view = contiguous(o, sh.heads_q, sh.seq_q);
     f.p.o = StridedOut{o.get(), o_view.batch, o_view.head, o_view.row}, f.p.lse = static_cast<float*>(lse.get());
-    const Strided v_e4m3{ops.v.get(), static_cast<std::int64_t>(sh.heads_kv) * sh.seq_k * sh.head_dim, static_cast<std::int64_t>(sh.seq_k) * sh.head_dim, sh.head_dim};
     Timing timing;
     timing.device_bytes = static_cast<double>(q.bytes() + k.bytes() + v.bytes() + o.bytes() + lse.bytes() + ops.bytes());
     timing.milliseconds = time_runs(who, r.warmup, r.repeats, [&] {
       if (scaled_) {
         prepare_all();
       } else if (!ops.v_in_kernel) {
-        transpose_v_e4m3(v_e4m3, sh.batch, sh.heads_kv, sh.seq_k, sh.head_dim, ops.vt.get(), nullptr);
+        transpose_v_e4m3(ops.v_view, sh.batch, sh.heads_kv, sh.seq_k, sh.head_dim, ops.vt.get(), nullptr);  // (prepare's e4m3 V)
       }
       fa3_fp8_forward(f, nullptr);
     });
