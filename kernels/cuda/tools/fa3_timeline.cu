@@ -66,12 +66,13 @@ using T = __nv_bfloat16;
 struct Config {
   int d = 128, n = 8192, key_tile = 128, groups = 2, repeats = 30, section = 0;  // (section 0: the launcher's choice)
   bool causal = false, persistent = false, o_by_tma = true, e4m3 = false, turns = true, v_in_kernel = false;
+  bool selective = false;  // (--rule fa4: cuda.fa4's selective rescaling, tau = 8)
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
   std::fprintf(stderr,
                "fa3-timeline: %s\nusage: fa3-timeline [--d 64|128] [--n N] [--dtype bf16|e4m3] [--key-tile 128|176|224] [--groups 2|3] [--scheduler grid|persistent] "
-               "[--section S] [--epilogue tma|stores] [--turns ring|none] [--v-transpose pass|kernel] [--causal] [--repeats R]\n",
+               "[--section S] [--epilogue tma|stores] [--turns ring|none] [--v-transpose pass|kernel] [--rule fa3|fa4] [--causal] [--repeats R]\n",
                what.c_str());
   std::exit(2);
 }
@@ -108,6 +109,8 @@ Config parse(int argc, char** argv) {
       c.repeats = int_arg(argc, argv, i);
     } else if (a == "--scheduler") {
       c.persistent = second_of_two(argc, argv, i, "grid", "persistent");
+    } else if (a == "--rule") {
+      c.selective = second_of_two(argc, argv, i, "fa3", "fa4");
     } else if (a == "--epilogue") {
       c.o_by_tma = !second_of_two(argc, argv, i, "tma", "stores");
     } else if (a == "--turns") {
@@ -132,6 +135,7 @@ Config parse(int argc, char** argv) {
   if (c.e4m3 && c.d == 64 && (c.groups != 3 || c.key_tile != 128)) usage_error("--dtype e4m3 at d = 64 runs three groups and 128-key tiles (cuda.fa3.fp8's)");
   if (c.section > 0 && !c.persistent) usage_error("--section applies to --scheduler persistent");
   if (c.persistent && (c.groups != 2 || c.key_tile != 128)) usage_error("--scheduler persistent runs two groups and 128-key tiles (cuda.fa4's)");
+  if (c.selective && (c.e4m3 || c.groups != 2 || c.key_tile != 128)) usage_error("--rule fa4 runs bf16, two groups and 128-key tiles (cuda.fa4's)");
   if (!c.turns && (c.groups != 3 || (c.e4m3 && c.d != 128))) usage_error("--turns none runs three groups (e4m3: at d = 128, P in shared memory) only");
   if (c.v_in_kernel && (!c.e4m3 || c.key_tile != 128)) usage_error("--v-transpose kernel: e4m3 with 128-key tiles only (cuda.fa3.fp8's)");
   if (c.n > 16384 || 16384 % c.n != 0) usage_error("--n " + std::to_string(c.n) + ": a divisor of 16384 (B = 16384 / N)");
@@ -171,7 +175,7 @@ struct Fp8Inputs {
 };
 
 // Turns: the consumer groups take turns to issue (the kernel's PingPong); without, P in shared memory only.
-template <class Ops, int Groups, bool Persistent = false, bool Turns = true>
+template <class Ops, int Groups, bool Persistent = false, bool Turns = true, class Rule = Fa3Rule>
 struct Run {
   static constexpr int D = Ops::kD, BlockN = Ops::kBlockN;
   using Layout = WsLayout<Groups>;
@@ -196,7 +200,7 @@ struct Run {
       v = map_sw128(p.v, p.type, s, s.heads_kv, s.seq_k, BlockN);
     }
     const CUtensorMap o = map_sw128(layout_of(p.o), p.type, s, s.heads_q, s.seq_q, kGroupRows);
-    auto* kernel = fa3_forward_ws_kernel<Ops, 2, true, Turns, Fa3Rule, Persistent, Groups, Timeline>;
+    auto* kernel = fa3_forward_ws_kernel<Ops, 2, true, Turns, Rule, Persistent, Groups, Timeline>;
     allow_smem(kernel, static_cast<int>(kBytes), "fa3-timeline");
     const dim3 grid = grid_of(s, Layout::kCtaRows, "fa3-timeline");
     if constexpr (Persistent) {
@@ -257,9 +261,9 @@ void print_tiles(const std::vector<long long>& rec, int items, int groups, int n
   std::printf("  beyond the tile's %d steps: %.0f clocks, %.2f steps\n", n_tiles, fixed, fixed / step);
 }
 
-template <class Ops, int Groups, bool Persistent = false, bool Turns = true>
+template <class Ops, int Groups, bool Persistent = false, bool Turns = true, class Rule = Fa3Rule>
 void measure(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
-  using R = Run<Ops, Groups, Persistent, Turns>;
+  using R = Run<Ops, Groups, Persistent, Turns, Rule>;
   constexpr int D = R::D, BlockN = R::BlockN;
   int* counter = nullptr;
   check(cudaMalloc(&counter, sizeof(int)), "cudaMalloc (the tile counter)");
@@ -305,10 +309,10 @@ void measure(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
 
   // (one group's two products per step, clocks at the dense rate: 4096 16-bit or 8192 FP8 FLOP per clock per SM)
   const double products = 64.0 * BlockN * D * 2 * 2 / (Ops::kBlockScales ? 8192 : 4096);
-  std::printf("%s forward, %s, d = %d, N = %d, B = %d, H = %d, %s, key tile %d, %d consumer groups%s%s%s, %s scheduler, O by %s: %.3f ms, %.1f TFLOP/s (median of %d, no stamps)\n",
+  std::printf("%s forward, %s, d = %d, N = %d, B = %d, H = %d, %s, key tile %d, %d consumer groups%s%s%s%s, %s scheduler, O by %s: %.3f ms, %.1f TFLOP/s (median of %d, no stamps)\n",
               Ops::kBlockScales ? "cuda.fa3.fp8" : "cuda.fa3", Ops::kBlockScales ? "e4m3 (O bf16)" : "bf16", D, s.seq_q, s.batch, s.heads_q,
               c.causal ? "causal" : "no mask", BlockN, Groups, Ops::kPBytes > 0 ? " (P in shared memory)" : "", Turns ? "" : " without turns",
-              Ops::kVRawBytes > 0 ? ", V transposed in the kernel" : "",
+              Ops::kVRawBytes > 0 ? ", V transposed in the kernel" : "", Rule::kSelective ? ", cuda.fa4's rule (tau = 8)" : "",
               !Persistent ? "grid" : c.section > 0 ? ("persistent (section " + std::to_string(c.section) + ")").c_str() : "persistent",
               c.o_by_tma && R::kOByTma ? "TMA" : "stores", t, flops / t / 1e9, c.repeats);
   std::printf("O and L checksum (FNV-1a 64 of their bytes, the unstamped launches' outputs): %016llx\n", checksum);
@@ -408,6 +412,10 @@ void dispatch(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
       if (!c.turns) return measure<Wide16Ops<T, 128, 128, true>, 3, false, false>(c, p, fp8);
       return measure<Wide16Ops<T, 128, 128, true>, 3>(c, p, fp8);
     }
+  } else if (c.selective) {  // (cuda.fa4's rule)
+    using Fa4Rule = SoftmaxRule<true, 0>;
+    if (c.persistent) return measure<Wide16Ops<T, D>, 2, true, true, Fa4Rule>(c, p, fp8);
+    return measure<Wide16Ops<T, D>, 2, false, true, Fa4Rule>(c, p, fp8);
   } else if (c.persistent) {
     return measure<Wide16Ops<T, D>, 2, true>(c, p, fp8);
   } else if (c.key_tile == 176) {
@@ -457,6 +465,7 @@ int main(int argc, char** argv) {
     p.q = {qkv[0], batch, head, c.d}, p.k = {qkv[1], batch, head, c.d}, p.v = {qkv[2], batch, head, c.d};
     p.o = {o, batch, head, c.d};
     p.lse = lse;
+    p.rescale_threshold = c.selective ? 8.f : 0.f;  // (cuda.fa4's tau)
     // e4m3: Q, K and V as bytes of N(0, 1) values rounded to e4m3 (strides in bytes), V^T from V, every block exponent 0
     Fp8Inputs fp8;
     std::uint8_t* fp8_tensors[3] = {};
