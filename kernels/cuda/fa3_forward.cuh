@@ -227,6 +227,13 @@ struct RowStats {
   int rescales = 0;        // (Selective: counted by the quad's first thread, t == 0)
 };
 
+// The exponential the rule takes in n8 block nb: EmulatedEighths' share by exp2_emulated, the rest by ex2.approx. One
+// definition, because stale_max_holds' exponentials must be the rule path's bit for bit.
+template <class Rule>
+__device__ inline float rule_exp2(float arg, int nb) {
+  return nb % 8 < Rule::kEmulatedEighths ? fc::exp2_emulated(arg) : fast_exp2(arg);
+}
+
 // The row max runs in kMaxChains interleaved chains of fmaxf, combined at the end, where one running max is a chain of
 // 2 NB dependent FMNMX: in the FP8 forward that chain held 10.6 % of the warps' stall samples (NOTES: "The row max in
 // four chains"). (A full tree of depth log2(2 NB) kept every value live at once and spilled in the three-group kernels.)
@@ -251,7 +258,7 @@ __device__ inline bool stale_max_holds(float (&sc)[NB][4], RowStats& st, int r, 
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       const float arg = fmaf(sc[nb][2 * r + c], scale2, -m);
-      e[nb][c] = nb % 8 < Rule::kEmulatedEighths ? fc::exp2_emulated(arg) : fast_exp2(arg);
+      e[nb][c] = rule_exp2<Rule>(arg, nb);
       row_sum += e[nb][c];
     }
   }
@@ -322,7 +329,7 @@ __device__ inline void softmax_tile_as(float (&sc)[NB][4], RowStats& st, float (
         float& x = sc[nb][2 * r + c];
         // (unmasked, every x and so m_new is finite: no -inf test)
         const float arg = fmaf(x, scale2, -m_new);
-        const float e = nb % 8 < Rule::kEmulatedEighths ? fc::exp2_emulated(arg) : fast_exp2(arg);
+        const float e = rule_exp2<Rule>(arg, nb);
         x = Masked && x == -INFINITY ? 0.f : e;
         row_sum += x;
       }
@@ -820,7 +827,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
     for (auto& x : o) x[0] = x[1] = x[2] = x[3] = 0.f;
     RowStats st;
     st.tau = p.rescale_threshold;
-    st.fast_bound = exp2f(st.tau - 1.f);
+    if constexpr (Rule::kSelective) st.fast_bound = exp2f(st.tau - 1.f);
     // Block exponents (Ops::kBlockScales): S of key tile j is Q K^T of the e4m3 values times 2^(q_exp + k_exps[j]),
     // folded into the softmax scale (exact for a power of two); O is kept in units of 2^o_exp, the exponent of
     // the last V block added: before P_{j+1} V_{j+1} it is multiplied by 2^(o_exp - v_exps[j+1]) (exact, folded
