@@ -238,19 +238,19 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--n", req->lengths, "Sequence lengths N = Nq = Nk")->delimiter(',')->capture_default_str();
   cmd->add_option("--mask", req->masks, "none, causal (top-left; the same as bottom-right for Nq = Nk)")->delimiter(',')->capture_default_str();
   cmd->add_option("--dtype", req->dtypes, "Storage formats")->delimiter(',')->capture_default_str();
-  cmd->add_option("--tokens", req->tokens, "B x N: batch = tokens / N")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--head-chars", req->head_chars, "H x d: heads = head-chars / d")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--tokens", req->tokens, "B x N: batch = tokens / N")->capture_default_str()->check(at_least(1));
+  cmd->add_option("--head-chars", req->head_chars, "H x d: heads = head-chars / d")->capture_default_str()->check(at_least(1));
   cmd->add_option("--warmup", req->warmup,
                   "Untimed runs first (at least 1 is run: a kernel's first launch loads its module). The default runs each "
                   "subject into the clocks of sustained load: on an H200, with 5 a subject timed first ran up to 9 % faster "
-                  "than when timed after the others; with 200, the two orders' ratios agreed within 5 % (kernels/cuda/NOTES.md)")->capture_default_str()->check(CLI::NonNegativeNumber);
+                  "than when timed after the others; with 200, the two orders' ratios agreed within 5 % (kernels/cuda/NOTES.md)")->capture_default_str()->check(at_least(0));
   cmd->add_option("--preheat", req->preheat_s,
                   "Seconds of untimed load before the first point (the first subject that can time it). On an H200 the first "
                   "point of a run, after only its own warm-up, slowed by 4-20 % in steps halfway through its timed runs; "
                   "points timed after a few seconds of load did not (kernels/cuda/NOTES.md)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--repeats", req->repeats, "Timed runs (the median is reported)")->capture_default_str()->check(CLI::PositiveNumber);
+      ->check(at_least(0));
+  cmd->add_option("--repeats", req->repeats, "Timed runs (the median is reported)")->capture_default_str()->check(at_least(1));
   cmd->add_option("--seed", req->seed, "Seed of the inputs")->capture_default_str();
   cmd->add_option("--out", req->out, "Output directory (default reports/out/bench-<UTC time>)");
   cmd->add_flag("--overwrite", req->overwrite, "Replace an existing bench.jsonl in --out");

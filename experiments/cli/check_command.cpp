@@ -222,7 +222,7 @@ void add_check_command(CLI::App& app) {
   cmd->add_option("--op", req->op, "fwd, bwd, bwdbwd or all (the subject's ops)")->capture_default_str();
   cmd->add_option("--dtype", req->dtypes, "Storage formats, comma-separated or repeated (default: all the subject's)");
   cmd->add_option("--policy", req->policy, "A full precision policy instead of --dtype, e.g. bf16,o=fp32,round=sr,seed=7");
-  cmd->add_option("--cases", req->cases, "Cases per op and policy")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--cases", req->cases, "Cases per op and policy")->capture_default_str()->check(at_least(1));
   cmd->add_option("--seed", req->seed, "Seed of the case generator")->capture_default_str();
   cmd->add_option("--json", req->json, "Write one JSON Lines record per case to this file");
   cmd->add_flag("--overwrite", req->overwrite, "Replace an existing --json file");
@@ -230,7 +230,7 @@ void add_check_command(CLI::App& app) {
   cmd->add_option("--rho", req->rho, "Verdict: how many times the baseline's error the subject may make")->capture_default_str();
   cmd->add_option("--floor-u", req->floor_u, "Verdict: absolute floor in units of (u_t + u_acc (sqrt(L) + A)) M, the rounding noise of a correct implementation")->capture_default_str();
   cmd->add_option("--case", req->case_texts, "Run exactly this case (as printed by a failure) instead of generated ones; repeatable");
-  cmd->add_option("--max-seq", req->max_seq, "Longest sequence the generator draws")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--max-seq", req->max_seq, "Longest sequence the generator draws")->capture_default_str()->check(at_least(1));
   cmd->add_option("--shard", req->shard, "Check shard I of N (0 <= I < N) of the generated cases: case i when i mod N = I; the shards' --json records concatenate")
       ->capture_default_str();
   cmd->add_flag("--no-corpus", req->no_corpus, "Do not add failures to the regression corpus");

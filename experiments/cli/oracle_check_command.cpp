@@ -107,7 +107,7 @@ void add_oracle_check_command(CLI::App& app) {
   auto result = std::make_shared<int>(0);
   CLI::App* cmd = app.add_subcommand("oracle-check", "Verify the oracle against itself: analytic vs autodiff vs finite "
                                                      "differences, double vs quad vs 50 digits");
-  cmd->add_option("--cases", req->cases, "Number of random cases of each family (attention, AttnRes)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--cases", req->cases, "Number of random cases of each family (attention, AttnRes)")->capture_default_str()->check(at_least(0));
   cmd->add_option("--seed", req->seed, "Seed of the first random case")->capture_default_str();
   cmd->add_option("--case", req->explicit_cases, "A case to check as well, e.g. \"B=1 Hq=2 Hkv=1 Nq=3 Nk=5 d=4 dv=2 mask=causal_br scale=0.5 seed=7\"");
   cmd->add_option("--attnres-case", req->explicit_attnres_cases,
