@@ -259,6 +259,7 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
   const bool fp16 = p.type == StorageType::fp16;
   WorkTiles work;
   work.o_by_tma = fa3_fp8_o_by_tma(f);
+  work.ctas_in_flight = device_sm_count("cuda.fa3.fp8 forward");
   const int d = s.head_dim;
   const Fp8Launch l{m, work, p, ex, stream, fp16, v_in_kernel};
   if (fa3_fp8_p_from_shared(f)) {

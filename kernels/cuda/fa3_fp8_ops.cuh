@@ -62,6 +62,7 @@ struct E4m3Ops {
   // One box each: Q's 64 rows x d, K's BlockN keys x d; V^T's d rows x 128 keys per box (coordinates innermost first),
   // or (VInKernel) V's 128 keys x d, as K's.
   __device__ static void load_q(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) { tma_load_4d(dst, map, bar, 0, row0, h, b); }
+  __device__ static void prefetch_q(const CUtensorMap* map, int row0, int h, int b) { tma_prefetch_l2_4d(map, 0, row0, h, b); }
   __device__ static void load_k(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) { tma_load_4d(dst, map, bar, 0, key0, hk, b); }
   __device__ static void load_v(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) {
     if constexpr (VInKernel) {

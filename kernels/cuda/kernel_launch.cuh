@@ -19,6 +19,13 @@ inline void check_launch_result(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 inline void check_launch(const char* kernel) { check_launch_result(cudaGetLastError(), kernel); }
+// The current device's SM count.
+inline int device_sm_count(const char* what) {
+  int device = 0, sms = 0;
+  check_launch_result(cudaGetDevice(&device), what);
+  check_launch_result(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), what);
+  return sms;
+}
 
 // sm_90's opt-in shared memory per block, dynamic and static together (227 KiB). The launchers whose
 // dynamic size is a constant assert their dynamic bytes against it at compile time; the static part (the

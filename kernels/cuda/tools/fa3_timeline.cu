@@ -215,6 +215,7 @@ struct Run {
     } else {
       WorkTiles work;
       work.o_by_tma = o_by_tma;
+      work.ctas_in_flight = device_sm_count("fa3-timeline");
       kernel<<<grid, Layout::kThreads, kBytes>>>(q, k, v, o, p, work, fp8.ex, timeline);
     }
     check_launch("fa3-timeline");
