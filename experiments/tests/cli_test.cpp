@@ -160,19 +160,22 @@ TEST(Cli, CheckUsageErrorsExitWith2) {
 
 // A numeric option out of its bounds names the bound (CLI11's own checks printed DBL_MAX in full).
 TEST(Cli, OutOfBoundsNumbersNameTheBound) {
-  const CliRun cases = flashcheck("check --subject cpu.naive --cases 0");
-  EXPECT_EQ(cases.exit_code, 2) << cases.output;
-  EXPECT_TRUE(contains(cases.output, "--cases: must be at least 1, not 0")) << cases.output;
-  EXPECT_FALSE(contains(cases.output, "179769")) << cases.output;
-  const CliRun seq = flashcheck("check --subject cpu.naive --max-seq -3");
-  EXPECT_EQ(seq.exit_code, 2) << seq.output;
-  EXPECT_TRUE(contains(seq.output, "must be at least 1, not -3")) << seq.output;
-  const CliRun preheat = flashcheck("bench --preheat nan");
-  EXPECT_EQ(preheat.exit_code, 2) << preheat.output;
-  EXPECT_TRUE(contains(preheat.output, "must be at least 0, not nan")) << preheat.output;
-  const CliRun word = flashcheck("bench --repeats many");
-  EXPECT_EQ(word.exit_code, 2) << word.output;
-  EXPECT_EQ(flashcheck("oracle-check --cases -1").exit_code, 2);
+  const struct {
+    const char* args;
+    const char* message;
+  } refused[] = {
+      {"check --subject cpu.naive --cases 0", "--cases: must be at least 1, not 0"},
+      {"check --subject cpu.naive --max-seq -3", "must be at least 1, not -3"},
+      {"bench --preheat nan", "must be at least 0, not nan"},
+      {"bench --repeats many", "'many' is not a number"},
+      {"oracle-check --cases -1", "must be at least 0, not -1"},
+  };
+  for (const auto& r : refused) {
+    const CliRun run = flashcheck(r.args);
+    EXPECT_EQ(run.exit_code, 2) << r.args << "\n" << run.output;
+    EXPECT_TRUE(contains(run.output, r.message)) << r.args << "\n" << run.output;
+    EXPECT_FALSE(contains(run.output, "179769")) << r.args << "\n" << run.output;
+  }
 }
 
 // A built-in subject held to an impossible standard (the baseline's error exactly, no floor) fails;
