@@ -91,17 +91,17 @@ __device__ inline void tma_load_2d(void* dst, const CUtensorMap* map, std::uint6
 }
 
 // The box at (c0 = d, c1 = row, c2 = head, c3 = batch) of a 4D map (make_tensor_map_sw128_bhnd).
-// A tile of the 4D map into L2 only (no shared memory, no barrier): a later load of it hits L2 instead of HBM.
-__device__ inline void tma_prefetch_l2_4d(const CUtensorMap* map, int c0, int c1, int c2, int c3) {
-  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];" ::"l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1),
-               "r"(c2), "r"(c3)
-               : "memory");
-}
 __device__ inline void tma_load_4d(void* dst, const CUtensorMap* map, std::uint64_t* bar, int c0, int c1, int c2, int c3) {
   asm volatile(
       "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];" ::"r"(smem_address(dst)),
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(smem_address(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
+}
+// A tile of the 4D map into L2 only (no shared memory, no barrier): a later load of it hits L2 instead of HBM.
+__device__ inline void tma_prefetch_l2_4d(const CUtensorMap* map, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];" ::"l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1),
+               "r"(c2), "r"(c3)
+               : "memory");
 }
 
 // --- wgmma ----------------------------------------------------------------------------------------
