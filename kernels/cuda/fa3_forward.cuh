@@ -11,7 +11,8 @@
 // and one V tile in shared memory), PFragments (what holds a group's P between pack and pv: A fragments in
 // registers, k steps over a tile's keys) and kPBytes (a group's P tile in shared memory instead, when P V reads its A
 // operand from there; 0 otherwise), kBlockScales (per-block exponents apply; then kQBlockRows, Q's rows per
-// exponent, a multiple of a group's 64), and the device functions load_q / load_k / load_v (TMA), qk (S = Q K^T),
+// exponent, a multiple of a group's 64), kCanHoldQ (qk_held, S with Q's fragments from registers, exists; the kernel
+// decides where they fit), and the device functions load_q / load_k / load_v (TMA), qk (S = Q K^T),
 // pack (P into its fragments, or into the group's tile sP) and pv (O += P V). kVRawBytes > 0: V's tiles land as stored
 // (load_v into a ring of staging tiles of kVRawBytes) and the producer warpgroup's 128 threads rewrite each into the
 // layout pv reads (transform_v), FA3's in-kernel transpose of FP8's V; 0: load_v lands them as pv reads them.
@@ -105,6 +106,19 @@ __device__ inline void issue_qk(float (&sc)[BlockN / 8][4], const unsigned char*
   wgmma_commit();
 }
 
+// S = Q K^T as issue_qk, with Q's D / 16 A fragments held in registers (load_fragments, once a work tile) instead of
+// read from shared memory by every S: wgmma's A from registers, K's tile K-major by descriptor.
+template <class T, int D>
+__device__ inline void issue_qk_held(float (&sc)[kBlockN / 8][4], const std::uint32_t (&qf)[D / 16][4], const unsigned char* sK) {
+  wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < D / 16; ++k) {
+    const std::uint64_t b = wgmma_descriptor_advance(wgmma_descriptor_sw128(sK + (k / 4) * kKVBox), k % 4);
+    wgmma_m64n128k16_rs_nt<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[64]>(sc), qf[k], b, k > 0);
+  }
+  wgmma_commit();
+}
+
 // An accumulator of 2 Steps n8 blocks (P, dS, ...) rounded to T as A fragments over its columns: k16 step kk from
 // the two adjacent n8 blocks 2 kk and 2 kk + 1 (8 steps for the forward's 128 keys, 4 for a 64-wide tile).
 template <class T, int Steps>
@@ -118,6 +132,21 @@ __device__ inline void a_fragments(std::uint32_t (&a)[Steps][4], const float (&c
 template <class T, int D>
 __device__ inline void load_rows64(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) {
   for (int half = 0; half < Tiles<T, D>::kHalves; ++half) tma_load_4d(dst + half * kQBox, map, bar, 64 * half, row0, h, b);
+}
+
+// The warpgroup's 64-row tile (D wide) as register A fragments, k16 step k in a[k]: ldmatrix from the 128-byte
+// swizzled tile (row r's 16-byte chunk c at chunk c ^ (r % 8)), in mma.sync's A layout, which is wgmma's.
+template <int D>
+__device__ inline void load_fragments(std::uint32_t (&a)[D / 16][4], const unsigned char* tile, int warp, int lane) {
+  const int m = lane / 8, row = 16 * warp + lane % 8 + 8 * (m % 2);  // ldmatrix x4: matrix m's rows from lanes 8 m ..
+#pragma unroll
+  for (int k = 0; k < D / 16; ++k) {
+    const int chunk = 2 * (k % 4) + m / 2;
+    const std::uint32_t address = smem_address(tile + (k / 4) * kQBox + row * 128 + ((chunk ^ (row % 8)) << 4));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(a[k][0]), "=r"(a[k][1]), "=r"(a[k][2]), "=r"(a[k][3])
+                 : "r"(address));
+  }
 }
 
 // acc += A B over Steps k16 steps, n = D: A as Steps fragments from registers, B an MN-major tile by its
@@ -482,6 +511,9 @@ struct Wide16Ops {
   static constexpr unsigned kQBytes = Tiles<T, D>::kQBytes, kKBytes = Tiles<T, D>::kHalves * kv_box_bytes<BlockN>, kVBytes = kKBytes;
   static constexpr bool kBlockScales = false;
   static constexpr unsigned kVRawBytes = 0;
+  // S's A operand may be Q's fragments held in registers (qk_held; the kernel's kQHeld decides): 32 registers a thread
+  // at d = 128, which two groups with P in registers have
+  static constexpr bool kCanHoldQ = !PShared && BlockN == fa3::kBlockN && D == 128;
   // Q's rows row0 .. row0 + 63 of head h; K's and V's keys key0 .. key0 + BlockN - 1 of kv head hk: D / 64 boxes each.
   __device__ static void load_q(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) {
     load_rows64<T, D>(dst, map, bar, row0, h, b);
@@ -494,6 +526,7 @@ struct Wide16Ops {
   }
   __device__ static void load_v(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) { load_k(dst, map, bar, key0, hk, b); }
   __device__ static void qk(float (&sc)[BlockN / 8][4], const unsigned char* sQ, const unsigned char* sK) { issue_qk<T, D, BlockN>(sc, sQ, sK); }
+  __device__ static void qk_held(float (&sc)[BlockN / 8][4], const std::uint32_t (&qf)[D / 16][4], const unsigned char* sK) { issue_qk_held<T, D>(sc, qf, sK); }
   __device__ static void pack(PFragments& pa, const float (&sc)[BlockN / 8][4], unsigned char* sP) {
     if constexpr (PShared) {
       std::uint32_t words[kPaSteps][4];
@@ -843,6 +876,13 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   // P is packed: the tensor pipe takes the groups' products in the order they come (NOTES: "Three groups without turns").
   const int group_barrier = kTurnBarrier + kGroups + group;
   constexpr bool kSyncOwnP = !PingPong && Ops::kPBytes > 0;
+  // S's A operand from registers: Q's fragments loaded by ldmatrix once a work tile (load_fragments), where the Operands
+  // class allows it (16-bit, d = 128, P in registers), two groups hold them (240 registers) and FA3's rule runs. Where S =
+  // Q K^T read Q from shared memory, every S read its 16 KB again; with Q held the grid kernel's tile spans 1.2-1.4 %
+  // fewer clocks, the same bits (NOTES: "Q's fragments held in registers"). FA4's stale-max path keeps S's values beside
+  // its exponentials and the persistent kernel keeps its tile state: with Q held too both spilled in the step and ran
+  // 2-3 % slower, so they read Q from shared memory.
+  constexpr bool kQHeld = Ops::kCanHoldQ && Groups == 2 && !Rule::kSelective && !Persistent;
   const auto before_issue = [&] {
     if constexpr (PingPong) {
       named_barrier_sync(my_turn, kTurnThreads);
@@ -863,6 +903,15 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
     timeline.mark_tile(group, item, kTileOpen);
     const GroupThread th(c.m_tile * kRows + group * kGroupRows, threadIdx.x % 128);
     const unsigned char* sQg = sQ + (qb * kGroups + group) * Ops::kQBytes;
+    std::uint32_t qf[kQHeld ? D / 16 : 1][4];  // (kQHeld) Q's A fragments, read once a work tile
+    if constexpr (kQHeld) load_fragments<D>(qf, sQg, static_cast<int>((threadIdx.x % 128) / 32), static_cast<int>(threadIdx.x % 32));
+    const auto issue_s = [&](float (&sc)[BlockN / 8][4], const unsigned char* sQs, const unsigned char* sK) {
+      if constexpr (kQHeld) {
+        Ops::qk_held(sc, qf, sK);
+      } else {
+        Ops::qk(sc, sQs, sK);
+      }
+    };
     float o[D / 8][4];
 #pragma unroll
     for (auto& x : o) x[0] = x[1] = x[2] = x[3] = 0.f;
@@ -884,7 +933,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         const int e = kv + j;
         mbarrier_wait(&k_full[e % Stages], parity(e));
         float sc[BlockN / 8][4];
-        Ops::qk(sc, sQg, k_tile(e));
+        issue_s(sc, sQg, k_tile(e));
         wgmma_wait<0>();
         if (releaser) mbarrier_arrive(&k_empty[e % Stages]);
         float alpha[2];
@@ -906,7 +955,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
       if (n_tiles > 0) {
         float sc[BlockN / 8][4];
         mbarrier_wait(&k_full[kv % Stages], parity(kv));
-        Ops::qk(sc, sQg, k_tile(kv));
+        issue_s(sc, sQg, k_tile(kv));
         wgmma_wait<0>();
         if (releaser) mbarrier_arrive(&k_empty[kv % Stages]);
         float alpha[2];
@@ -925,7 +974,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         timeline.mark(group, j, kIssue);
         float sc[BlockN / 8][4];
         mbarrier_wait(&k_full[(e + 1) % Stages], parity(e + 1));
-        Ops::qk(sc, sQs, k_tile(e + 1));
+        issue_s(sc, sQs, k_tile(e + 1));
         mbarrier_wait(&v_full[e % Stages], parity(e));
         Ops::pv(o, pa, sPg, v_tile(e));
         if (PingPong) named_barrier_arrive(other_turn, kTurnThreads);

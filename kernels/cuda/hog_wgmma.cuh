@@ -60,21 +60,6 @@ __device__ inline void mma_rows(float (&d)[8][4], const unsigned char* a_tile, c
   }
 }
 
-// The warpgroup's 64-row tile (D wide) as register A fragments, k16 step k in a[k]: ldmatrix from the 128-byte
-// swizzled tile (row r's 16-byte chunk c at chunk c ^ (r % 8)), in mma.sync's A layout, which is wgmma's.
-template <int D>
-__device__ inline void load_fragments(std::uint32_t (&a)[D / 16][4], const unsigned char* tile, int warp, int lane) {
-  const int m = lane / 8, row = 16 * warp + lane % 8 + 8 * (m % 2);  // ldmatrix x4: matrix m's rows from lanes 8 m ..
-#pragma unroll
-  for (int k = 0; k < D / 16; ++k) {
-    const int chunk = 2 * (k % 4) + m / 2;
-    const std::uint32_t address = smem_address(tile + (k / 4) * kQBox + row * 128 + ((chunk ^ (row % 8)) << 4));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(a[k][0]), "=r"(a[k][1]), "=r"(a[k][2]), "=r"(a[k][3])
-                 : "r"(address));
-  }
-}
-
 // d (+)= A B^T over d with A's fragments in registers (load_fragments) and B a 64-row K-major tile in shared memory.
 template <class T, int D>
 __device__ inline void mma_held(float (&d)[8][4], const std::uint32_t (&a)[D / 16][4], const unsigned char* b_tile, bool accumulate) {

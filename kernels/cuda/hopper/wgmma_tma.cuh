@@ -170,17 +170,27 @@ __device__ inline std::uint64_t wgmma_descriptor_advance_mn(std::uint64_t d, int
 // accumulator's layout of two adjacent n8 blocks packed to 16-bit pairs: P straight from S's registers) and a
 // 16 x N MN-major B by descriptor (trans-b), N = 128 or 64 (V's tile for head dim 128 or 64). Issued by all 128
 // threads of a warpgroup. Fp16: f16 inputs, else bf16; fp32 accumulators either way.
-#define FC_WGMMA_RS_128(TYPE)                                                                                              \
+#define FC_WGMMA_RS_128(TYPE, TRANS_B)                                                                                     \
   asm volatile("{\n.reg .pred acc;\nsetp.ne.b32 acc, %69, 0;\n"                                                        \
-               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, acc, 1, 1, 1;\n}\n"  \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, acc, 1, 1, " TRANS_B ";\n}\n"  \
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                                                                                              \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate))
 template <bool Fp16>
 __device__ inline void wgmma_m64n128k16_rs_tn(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t b, int accumulate) {
   if constexpr (Fp16) {
-    FC_WGMMA_RS_128("f16.f16");
+    FC_WGMMA_RS_128("f16.f16", "1");
   } else {
-    FC_WGMMA_RS_128("bf16.bf16");
+    FC_WGMMA_RS_128("bf16.bf16", "1");
+  }
+}
+// The same with B K-major (trans-b = 0, wgmma_descriptor_sw128's tile): d (+)= A B^T of a 64 x 16 A from registers and a
+// 128-row [n][k] tile: S = Q K^T over 128 keys with Q's fragments held in registers.
+template <bool Fp16>
+__device__ inline void wgmma_m64n128k16_rs_nt(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t b, int accumulate) {
+  if constexpr (Fp16) {
+    FC_WGMMA_RS_128("f16.f16", "0");
+  } else {
+    FC_WGMMA_RS_128("bf16.bf16", "0");
   }
 }
 #undef FC_WGMMA_RS_128
