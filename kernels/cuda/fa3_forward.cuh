@@ -881,8 +881,11 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   // Q K^T read Q from shared memory, every S read its 16 KB again; with Q held the grid kernel's tile spans 1.2-1.4 %
   // fewer clocks, the same bits (NOTES: "Q's fragments held in registers"). FA4's stale-max path keeps S's values beside
   // its exponentials and the persistent kernel keeps its tile state: with Q held too both spilled in the step and ran
-  // 2-3 % slower, so they read Q from shared memory.
-  constexpr bool kQHeld = Ops::kCanHoldQ && Groups == 2 && !Rule::kSelective && !Persistent;
+  // 2-3 % slower, so they read Q from shared memory. Not in the loop without overlap (schedule ws): there ptxas (nvcc
+  // 13.0) gave P's fragments the registers of Q's, so every S after the first read P (SASS: the pack's F2FP write the
+  // registers the next S's HGMMA reads; Fa3Schedules failed on it). In the overlapped loops no instruction writes
+  // Q's registers after their loads (SASS, every kQHeld kernel).
+  constexpr bool kQHeld = Ops::kCanHoldQ && Overlap && Groups == 2 && !Rule::kSelective && !Persistent;
   const auto before_issue = [&] {
     if constexpr (PingPong) {
       named_barrier_sync(my_turn, kTurnThreads);
