@@ -3,8 +3,9 @@
 // order, and the warp-specialised kernel fa3_forward_ws_kernel (a producer warpgroup issuing TMA copies into a
 // K/V ring, two or three consumer warpgroups issuing wgmma in turn). What differs between 16-bit and FP8 operands is an
 // Operands class, which the kernel calls for every format-specific step:
-//   - Wide16Ops<T, D> (here): bf16 or fp16 Q, K, V; S by m64n128k16 from shared memory, P rounded to T in
-//     registers, V's tile MN-major (cuda.fa3, cuda.fa4; fa3_kernels.cu);
+//   - Wide16Ops<T, D> (here): bf16 or fp16 Q, K, V; S by m64n128k16 with Q from shared memory (or, where the kernel
+//     holds them, Q's fragments from registers), P rounded to T in registers, V's tile MN-major (cuda.fa3, cuda.fa4;
+//     fa3_kernels.cu);
 //   - E4m3Ops<Out, D> (fa3_fp8_ops.cuh): e4m3 Q, K and V^T with a power-of-two scale per block of 128
 //     rows; S by m64n128k32 (QGMMA), P rounded to e4m3, V^T K-major (cuda.fa3.fp8).
 // An Operands class provides: Out (O's storage type), kQBytes / kKBytes / kVBytes (one warpgroup's Q, one K
@@ -132,21 +133,6 @@ __device__ inline void a_fragments(std::uint32_t (&a)[Steps][4], const float (&c
 template <class T, int D>
 __device__ inline void load_rows64(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) {
   for (int half = 0; half < Tiles<T, D>::kHalves; ++half) tma_load_4d(dst + half * kQBox, map, bar, 64 * half, row0, h, b);
-}
-
-// The warpgroup's 64-row tile (D wide) as register A fragments, k16 step k in a[k]: ldmatrix from the 128-byte
-// swizzled tile (row r's 16-byte chunk c at chunk c ^ (r % 8)), in mma.sync's A layout, which is wgmma's.
-template <int D>
-__device__ inline void load_fragments(std::uint32_t (&a)[D / 16][4], const unsigned char* tile, int warp, int lane) {
-  const int m = lane / 8, row = 16 * warp + lane % 8 + 8 * (m % 2);  // ldmatrix x4: matrix m's rows from lanes 8 m ..
-#pragma unroll
-  for (int k = 0; k < D / 16; ++k) {
-    const int chunk = 2 * (k % 4) + m / 2;
-    const std::uint32_t address = smem_address(tile + (k / 4) * kQBox + row * 128 + ((chunk ^ (row % 8)) << 4));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(a[k][0]), "=r"(a[k][1]), "=r"(a[k][2]), "=r"(a[k][3])
-                 : "r"(address));
-  }
 }
 
 // acc += A B over Steps k16 steps, n = D: A as Steps fragments from registers, B an MN-major tile by its
@@ -526,7 +512,10 @@ struct Wide16Ops {
   }
   __device__ static void load_v(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) { load_k(dst, map, bar, key0, hk, b); }
   __device__ static void qk(float (&sc)[BlockN / 8][4], const unsigned char* sQ, const unsigned char* sK) { issue_qk<T, D, BlockN>(sc, sQ, sK); }
-  __device__ static void qk_held(float (&sc)[BlockN / 8][4], const std::uint32_t (&qf)[D / 16][4], const unsigned char* sK) { issue_qk_held<T, D>(sc, qf, sK); }
+  __device__ static void qk_held(float (&sc)[BlockN / 8][4], const std::uint32_t (&qf)[D / 16][4], const unsigned char* sK) {
+    static_assert(kCanHoldQ, "Q's fragments serve 128-key tiles at d = 128 with P in registers");
+    issue_qk_held<T, D>(sc, qf, sK);
+  }
   __device__ static void pack(PFragments& pa, const float (&sc)[BlockN / 8][4], unsigned char* sP) {
     if constexpr (PShared) {
       std::uint32_t words[kPaSteps][4];
@@ -876,15 +865,11 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   // P is packed: the tensor pipe takes the groups' products in the order they come (NOTES: "Three groups without turns").
   const int group_barrier = kTurnBarrier + kGroups + group;
   constexpr bool kSyncOwnP = !PingPong && Ops::kPBytes > 0;
-  // S's A operand from registers: Q's fragments loaded by ldmatrix once a work tile (load_fragments), where the Operands
-  // class allows it (16-bit, d = 128, P in registers), two groups hold them (240 registers) and FA3's rule runs. Where S =
-  // Q K^T read Q from shared memory, every S read its 16 KB again; with Q held the grid kernel's tile spans 1.2-1.4 %
-  // fewer clocks, the same bits (NOTES: "Q's fragments held in registers"). FA4's stale-max path keeps S's values beside
-  // its exponentials and the persistent kernel keeps its tile state: with Q held too both spilled in the step and ran
-  // 2-3 % slower, so they read Q from shared memory. Not in the loop without overlap (schedule ws): there ptxas (nvcc
-  // 13.0) gave P's fragments the registers of Q's, so every S after the first read P (SASS: the pack's F2FP write the
-  // registers the next S's HGMMA reads; Fa3Schedules failed on it). In the overlapped loops no instruction writes
-  // Q's registers after their loads (SASS, every kQHeld kernel).
+  // S's A operand from registers: Q's fragments, loaded once a work tile (load_fragments), where the Operands class
+  // allows it and two groups have the registers. 1 % faster than S reading Q from shared memory in every step, the same
+  // bits (NOTES: "Q's fragments held in registers"). Not under FA4's rule or the persistent scheduler, whose steps then
+  // spilled (FA4's, measured, 2-4 % slower), nor in the loop without overlap, where ptxas (nvcc 13.0) gave P's fragments
+  // Q's registers and every S after the first read P (Fa3Schedules' bit-for-bit test caught it).
   constexpr bool kQHeld = Ops::kCanHoldQ && Overlap && Groups == 2 && !Rule::kSelective && !Persistent;
   const auto before_issue = [&] {
     if constexpr (PingPong) {

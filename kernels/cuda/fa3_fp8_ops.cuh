@@ -59,7 +59,7 @@ struct E4m3Ops {
   static constexpr unsigned kQBytes = kGroupRows * D, kKBytes = kBlockN * D, kVBytes = kVtBoxes * kVtBoxBytes;
   static constexpr bool kBlockScales = true;
   static constexpr unsigned kVRawBytes = VInKernel ? kKBytes : 0;  // (V's tile as stored: K's shape)
-  static constexpr bool kCanHoldQ = false;  // (S reads Q from shared memory: the three-group kernel has no registers to spare)
+  static constexpr bool kCanHoldQ = false;  // (S reads Q from shared memory; the default kernel's three groups have no registers to spare)
   // One box each: Q's 64 rows x d, K's BlockN keys x d; V^T's d rows x 128 keys per box (coordinates innermost first),
   // or (VInKernel) V's 128 keys x d, as K's.
   __device__ static void load_q(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) { tma_load_4d(dst, map, bar, 0, row0, h, b); }

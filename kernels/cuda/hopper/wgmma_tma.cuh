@@ -166,10 +166,29 @@ __device__ inline std::uint64_t wgmma_descriptor_sw128_mn(const void* p, unsigne
 }
 __device__ inline std::uint64_t wgmma_descriptor_advance_mn(std::uint64_t d, int k16) { return d + static_cast<std::uint64_t>(128 * k16); }
 
+// A warpgroup's 64-row 16-bit tile (D wide, K-major: boxes of 64 rows x 64 columns, 8 KB apart, each 1024-byte aligned
+// with the 128-byte swizzle, TMA's layout) as register A fragments, k16 step k in a[k]: ldmatrix from the tile (row r's
+// 16-byte chunk c at chunk c ^ (r % 8)), in mma.sync's A layout, which is wgmma's (Q held for S = Q K^T; Flash Hog's
+// held tiles).
+template <int D>
+__device__ inline void load_fragments(std::uint32_t (&a)[D / 16][4], const unsigned char* tile, int warp, int lane) {
+  constexpr int kBoxBytes = 64 * 128;  // a box: 64 rows of 64 16-bit entries
+  const int m = lane / 8, row = 16 * warp + lane % 8 + 8 * (m % 2);  // ldmatrix x4: matrix m's rows from lanes 8 m ..
+#pragma unroll
+  for (int k = 0; k < D / 16; ++k) {
+    const int chunk = 2 * (k % 4) + m / 2;
+    const std::uint32_t address = smem_address(tile + (k / 4) * kBoxBytes + row * 128 + ((chunk ^ (row % 8)) << 4));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(a[k][0]), "=r"(a[k][1]), "=r"(a[k][2]), "=r"(a[k][3])
+                 : "r"(address));
+  }
+}
+
 // d (+)= A B for a 64 x 16 A from registers (per warp w, rows 16 w ..: mma.sync's A fragment, which is the
 // accumulator's layout of two adjacent n8 blocks packed to 16-bit pairs: P straight from S's registers) and a
-// 16 x N MN-major B by descriptor (trans-b), N = 128 or 64 (V's tile for head dim 128 or 64). Issued by all 128
-// threads of a warpgroup. Fp16: f16 inputs, else bf16; fp32 accumulators either way.
+// 16 x N MN-major B by descriptor (trans-b), N = 128 or 64 (V's tile for head dim 128 or 64); the _nt forms below take
+// B K-major (trans-b = 0). Issued by all 128 threads of a warpgroup. Fp16: f16 inputs, else bf16; fp32 accumulators
+// either way.
 #define FC_WGMMA_RS_128(TYPE, TRANS_B)                                                                                     \
   asm volatile("{\n.reg .pred acc;\nsetp.ne.b32 acc, %69, 0;\n"                                                        \
                "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, acc, 1, 1, " TRANS_B ";\n}\n"  \
