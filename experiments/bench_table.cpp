@@ -75,4 +75,16 @@ std::string bench_side_by_side(const std::vector<std::string>& row_order, const 
   return out;
 }
 
+std::vector<std::size_t> bench_round_order(std::size_t subjects, int round) {
+  std::vector<std::size_t> order(subjects);
+  for (std::size_t i = 0; i < subjects; ++i) order[i] = round % 2 == 0 ? i : subjects - 1 - i;
+  return order;
+}
+
+double bench_median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n == 0 ? NAN : n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
 }  // namespace fc::experiments

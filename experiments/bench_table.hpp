@@ -32,4 +32,11 @@ std::string bench_side_by_side(const std::vector<std::string>& row_order, const 
                                const std::vector<std::string>& subjects, const std::string& baseline, const std::string& records,
                                const std::map<std::string, std::string>& reference_rows = {}, const std::string& reference_note = "");
 
+// The order in which round `round` (from 0) times `subjects` subjects: as given in even rounds, reversed in odd ones,
+// so that over two rounds each subject is timed once early and once late in the point (bench --rounds).
+std::vector<std::size_t> bench_round_order(std::size_t subjects, int round);
+
+// The median of `values` (the mean of the middle two for an even count); NaN for none.
+double bench_median(std::vector<double> values);
+
 }  // namespace fc::experiments

@@ -4,7 +4,8 @@
 // the device, `--preheat` seconds of untimed load before the first point, `--warmup` untimed runs (by default
 // enough to reach the clocks of sustained load, so that the order of the subjects does not bias them), then
 // `--repeats` runs timed with device events around each run, the stream held until the run is enqueued so that the
-// host's launch work stays out (kernels/cuda/run_timer.hpp); the median.
+// host's launch work stays out (kernels/cuda/run_timer.hpp); their median is a round's time. `--rounds` rounds a point
+// (the subjects in turn, the order reversed every other round); a subject's time is the median of its rounds'.
 // TFLOP/s from EQUATIONS.md's counts: forward 4 N^2 d B H, backward 10 N^2 d B H (2.5x), fwd+bwd 14,
 // halved for causal. fwd+bwd is the sum of the fwd and bwd medians. Records: DIR/bench.jsonl
 // (experiment "bench"), drawn by the report. Last, the side-by-side table: every subject against --baseline
@@ -33,7 +34,7 @@ struct Request {
   std::vector<std::string> subjects, plugins, options;
   std::vector<int> head_dims{64, 128}, lengths{1024, 4096, 16384};
   std::vector<std::string> masks{"none", "causal"}, dtypes{"bf16"};
-  int tokens = 16384, head_chars = 2048, warmup = 200, repeats = 20;
+  int tokens = 16384, head_chars = 2048, warmup = 200, repeats = 20, rounds = 3;
   double preheat_s = 10;
   std::string baseline = "torch.sdpa.cudnn";  // the side-by-side table's reference subject
   std::uint64_t seed = 1;
@@ -41,11 +42,7 @@ struct Request {
   bool overwrite = false;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n == 0 ? NAN : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using experiments::bench_median;
 
 using Point = experiments::BenchPoint;
 
@@ -119,8 +116,8 @@ int run(const Request& req) {
   const std::string dir = out_request.out_dir("bench");
   std::filesystem::create_directories(dir);
   experiments::RecordWriter writer(dir + "/bench.jsonl", req.overwrite);
-  std::printf("flashcheck bench: %zu subjects, %d warm-up + %d timed runs each (medians), B = %d / N, H = %d / d -> %s\n",
-              subjects.size(), req.warmup, req.repeats, req.tokens, req.head_chars, dir.c_str());
+  std::printf("flashcheck bench: %zu subjects, %d round(s) of %d warm-up + %d timed runs each (the median of the rounds' medians), B = %d / N, H = %d / d -> %s\n",
+              subjects.size(), req.rounds, req.warmup, req.repeats, req.tokens, req.head_chars, dir.c_str());
 
   // table rows: (dtype, d, mask, N) -> subject -> point
   std::map<std::string, std::map<std::string, Point>> table;
@@ -160,26 +157,59 @@ int run(const Request& req) {
           // (a format the baseline does not run, e4m3 against cuDNN, is read against its time in the reference format)
           if (!reference_dtype.empty() && dtype != reference_dtype) reference_rows[key.str()] = row_key(reference_dtype);
           const double flops_fwd = 4.0 * n * static_cast<double>(n) * d * r.shape.batch * r.shape.heads_q * (mask_text == "none" ? 1 : 0.5);
+          // --rounds: the subjects in turn, each with its warm-up, the order reversed every other round, so that a drift of
+          // the clocks over a point's runs weighs on every subject alike; a subject's time is the median of its rounds'
+          // medians.
+          std::vector<kernels::Subject*> timed;
           for (kernels::Subject* s : subjects) {
-            if (!s->info().supports(format)) continue;  // (cuda.fa3.fp8 in bf16, cuda.fa3 in e4m3: not an error, not a row)
+            if (s->info().supports(format)) timed.push_back(s);  // (cuda.fa3.fp8 in bf16, cuda.fa3 in e4m3: not an error, not a row)
+          }
+          struct OpRuns {
+            std::vector<double> round_medians;  // ms, one per round
+            double lo = INFINITY, hi = -INFINITY, device_bytes = 0;
+          };
+          std::map<std::string, std::map<kernels::Op, OpRuns>> runs;  // subject -> op -> its rounds
+          for (int round = 0; round < req.rounds; ++round) {
+            for (std::size_t i : experiments::bench_round_order(timed.size(), round)) {
+              kernels::Subject* s = timed[i];
+              Point& pt = table[key.str()][s->info().name];
+              if (!pt.error.empty()) continue;
+              for (kernels::Op op : {kernels::Op::fwd, kernels::Op::bwd}) {
+                if (!s->info().supports(op)) continue;
+                r.op = op;
+                std::optional<kernels::Timing> t;
+                try {
+                  t = s->time(r);
+                } catch (const std::exception& e) {
+                  pt.error = e.what();
+                  break;
+                }
+                if (!t) {
+                  pt.error = "cannot be timed on a device";
+                  break;
+                }
+                OpRuns& o = runs[s->info().name][op];
+                o.round_medians.push_back(bench_median(t->milliseconds));
+                const auto [lo, hi] = std::minmax_element(t->milliseconds.begin(), t->milliseconds.end());
+                o.lo = std::min(o.lo, *lo), o.hi = std::max(o.hi, *hi), o.device_bytes = t->device_bytes;
+              }
+            }
+          }
+          for (kernels::Subject* s : timed) {
             Point& pt = table[key.str()][s->info().name];
+            std::string spread;  // (more than one round: each op's range of round medians, in TFLOP/s)
             for (kernels::Op op : {kernels::Op::fwd, kernels::Op::bwd}) {
-              if (!s->info().supports(op)) continue;
-              r.op = op;
-              std::optional<kernels::Timing> t;
-              try {
-                t = s->time(r);
-              } catch (const std::exception& e) {
-                pt.error = e.what();
-                break;
-              }
-              if (!t) {
-                pt.error = "cannot be timed on a device";
-                break;
-              }
-              const double ms = median(t->milliseconds);
+              if (!pt.error.empty() || !s->info().supports(op)) continue;
+              const OpRuns& o = runs[s->info().name][op];
+              const double ms = bench_median(o.round_medians);
               (op == kernels::Op::fwd ? pt.fwd_ms : pt.bwd_ms) = ms;
               const double flops = flops_fwd * (op == kernels::Op::fwd ? 1.0 : 2.5);
+              const auto [fastest, slowest] = std::minmax_element(o.round_medians.begin(), o.round_medians.end());
+              if (req.rounds > 1) {
+                char text[64];
+                std::snprintf(text, sizeof text, " %s %.1f-%.1f", std::string(kernels::name(op)).c_str(), flops / (*slowest * 1e-3) / 1e12, flops / (*fastest * 1e-3) / 1e12);
+                spread += text;
+              }
               nlohmann::json j = experiments::record_header("experiment", experiments::device_of(s->info()));
               j["experiment"] = "bench";
               j["subject"] = s->info().name;
@@ -190,17 +220,21 @@ int run(const Request& req) {
               j["mask"] = mask_text == "none" ? "none" : "causal_tl";
               j["shape"] = {{"B", r.shape.batch}, {"Hq", r.shape.heads_q}, {"Hkv", r.shape.heads_kv}, {"Nq", n}, {"Nk", n}, {"d", d}, {"dv", d}};
               j["x"] = {{"name", "N"}, {"value", n}};
-              j["method"] = "device events around each run, the stream held until it is enqueued; median of " + std::to_string(req.repeats) + " after " +
-                            std::to_string(std::max(1, req.warmup)) + " warm-up runs; " + std::to_string(static_cast<int>(std::lround(preheated_s))) +
+              j["method"] = "device events around each run, the stream held until it is enqueued; the median over " + std::to_string(req.rounds) +
+                            " round(s) (the subjects in turn, the order reversed every other round) of each round's median of " + std::to_string(req.repeats) +
+                            " after " + std::to_string(std::max(1, req.warmup)) + " warm-up runs; " + std::to_string(static_cast<int>(std::lround(preheated_s))) +
                             " s of preheat before the first point";
-              const auto [lo, hi] = std::minmax_element(t->milliseconds.begin(), t->milliseconds.end());
-              j["metrics"] = {{"median_ms", experiments::number(ms)}, {"min_ms", experiments::number(*lo)}, {"max_ms", experiments::number(*hi)},
-                              {"flops", flops}, {"tflops", experiments::number(flops / (ms * 1e-3) / 1e12)},
-                              {"device_bytes", t->device_bytes}};
+              nlohmann::json rounds = nlohmann::json::array();
+              for (double m : o.round_medians) rounds.push_back(experiments::number(m));
+              j["metrics"] = {{"median_ms", experiments::number(ms)}, {"min_ms", experiments::number(o.lo)}, {"max_ms", experiments::number(o.hi)},
+                              {"round_medians_ms", rounds}, {"flops", flops}, {"tflops", experiments::number(flops / (ms * 1e-3) / 1e12)},
+                              {"device_bytes", o.device_bytes}};
               j["verdict"] = "measured";
               writer.write(j);
             }
             if (!pt.error.empty()) {
+              // (the times of earlier rounds are dropped with the point: a subject that fails once has no row)
+              pt.fwd_ms = pt.bwd_ms = NAN;
               nlohmann::json j = experiments::record_header("experiment", experiments::device_of(s->info()));
               j["experiment"] = "bench", j["subject"] = s->info().name, j["item"] = key.str(), j["verdict"] = "error", j["error"] = pt.error;
               writer.write(j);
@@ -211,8 +245,9 @@ int run(const Request& req) {
               if (!std::isnan(ms)) std::snprintf(text, sizeof text, "%7.1f", flops_fwd * factor / (ms * 1e-3) / 1e12);
               return std::string(text);
             };
-            std::printf("  %-40s %-22s fwd %s  bwd %s  fwd+bwd %s TFLOP/s%s%s\n", key.str().c_str(), s->info().name.c_str(),
+            std::printf("  %-40s %-22s fwd %s  bwd %s  fwd+bwd %s TFLOP/s%s%s%s%s\n", key.str().c_str(), s->info().name.c_str(),
                         tf(pt.fwd_ms, 1).c_str(), tf(pt.bwd_ms, 2.5).c_str(), tf(pt.fwd_ms + pt.bwd_ms, 3.5).c_str(),
+                        spread.empty() ? "" : "  (rounds:", spread.empty() ? "" : (spread + ")").c_str(),
                         pt.error.empty() ? "" : "  error: ", pt.error.c_str());
             std::fflush(stdout);
           }
@@ -250,7 +285,13 @@ void add_bench_command(CLI::App& app) {
                   "points timed after a few seconds of load did not (kernels/cuda/NOTES.md)")
       ->capture_default_str()
       ->check(at_least(0));
-  cmd->add_option("--repeats", req->repeats, "Timed runs (the median is reported)")->capture_default_str()->check(at_least(1));
+  cmd->add_option("--repeats", req->repeats, "Timed runs a round (their median is the round's time)")->capture_default_str()->check(at_least(1));
+  cmd->add_option("--rounds", req->rounds,
+                  "Rounds per point: the subjects timed in turn, each with its warm-up, the order reversed every other round; a "
+                  "subject's time is the median of its rounds' medians, and each line shows their range (one process on an H200 "
+                  "read cuda.fa3's 8k forward 5 % below another's: kernels/cuda/NOTES.md)")
+      ->capture_default_str()
+      ->check(at_least(1));
   cmd->add_option("--seed", req->seed, "Seed of the inputs")->capture_default_str();
   cmd->add_option("--out", req->out, "Output directory (default reports/out/bench-<UTC time>)");
   cmd->add_flag("--overwrite", req->overwrite, "Replace an existing bench.jsonl in --out");

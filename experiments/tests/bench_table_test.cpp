@@ -102,5 +102,20 @@ TEST(BenchSideBySide, NoMarkAndNoFootnoteWhereEveryRowHasItsBaseline) {
   EXPECT_EQ(text.find('*'), std::string::npos) << text;
 }
 
+TEST(BenchRounds, ReverseTheSubjectsEveryOtherRound) {
+  EXPECT_EQ(bench_round_order(3, 0), (std::vector<std::size_t>{0, 1, 2}));
+  EXPECT_EQ(bench_round_order(3, 1), (std::vector<std::size_t>{2, 1, 0}));
+  EXPECT_EQ(bench_round_order(3, 2), (std::vector<std::size_t>{0, 1, 2}));
+  EXPECT_EQ(bench_round_order(1, 1), (std::vector<std::size_t>{0}));
+  EXPECT_TRUE(bench_round_order(0, 1).empty());
+}
+
+TEST(BenchRounds, TakeTheMedianOfTheRoundsMedians) {
+  EXPECT_EQ(bench_median({3.0, 1.0, 2.0}), 2.0);
+  EXPECT_EQ(bench_median({4.0, 1.0, 3.0, 2.0}), 2.5);  // (an even count: the middle two's mean)
+  EXPECT_EQ(bench_median({5.0}), 5.0);
+  EXPECT_TRUE(std::isnan(bench_median({})));
+}
+
 }  // namespace
 }  // namespace fc::experiments

@@ -168,6 +168,7 @@ TEST(Cli, OutOfBoundsNumbersNameTheBound) {
       {"check --subject cpu.naive --max-seq -3", "must be at least 1, not -3"},
       {"bench --preheat nan", "must be at least 0, not nan"},
       {"bench --repeats many", "'many' is not a number"},
+      {"bench --rounds 0", "--rounds: must be at least 1, not 0"},
       {"oracle-check --cases -1", "must be at least 0, not -1"},
   };
   for (const auto& r : refused) {
