@@ -199,13 +199,15 @@ int run(const Request& req) {
             Point& pt = table[key.str()][s->info().name];
             std::string spread;  // (more than one round: each op's range of round medians, in TFLOP/s)
             for (kernels::Op op : {kernels::Op::fwd, kernels::Op::bwd}) {
-              if (!pt.error.empty() || !s->info().supports(op)) continue;
-              const OpRuns& o = runs[s->info().name][op];
+              // (a subject that failed keeps the ops it had timed, in the rounds before the failure, as one timed once did)
+              const auto found = runs[s->info().name].find(op);
+              if (found == runs[s->info().name].end()) continue;
+              const OpRuns& o = found->second;
               const double ms = bench_median(o.round_medians);
               (op == kernels::Op::fwd ? pt.fwd_ms : pt.bwd_ms) = ms;
               const double flops = flops_fwd * (op == kernels::Op::fwd ? 1.0 : 2.5);
               const auto [fastest, slowest] = std::minmax_element(o.round_medians.begin(), o.round_medians.end());
-              if (req.rounds > 1) {
+              if (o.round_medians.size() > 1) {
                 char text[64];
                 std::snprintf(text, sizeof text, " %s %.1f-%.1f", std::string(kernels::name(op)).c_str(), flops / (*slowest * 1e-3) / 1e12, flops / (*fastest * 1e-3) / 1e12);
                 spread += text;
@@ -220,7 +222,7 @@ int run(const Request& req) {
               j["mask"] = mask_text == "none" ? "none" : "causal_tl";
               j["shape"] = {{"B", r.shape.batch}, {"Hq", r.shape.heads_q}, {"Hkv", r.shape.heads_kv}, {"Nq", n}, {"Nk", n}, {"d", d}, {"dv", d}};
               j["x"] = {{"name", "N"}, {"value", n}};
-              j["method"] = "device events around each run, the stream held until it is enqueued; the median over " + std::to_string(req.rounds) +
+              j["method"] = "device events around each run, the stream held until it is enqueued; the median over " + std::to_string(o.round_medians.size()) +
                             " round(s) (the subjects in turn, the order reversed every other round) of each round's median of " + std::to_string(req.repeats) +
                             " after " + std::to_string(std::max(1, req.warmup)) + " warm-up runs; " + std::to_string(static_cast<int>(std::lround(preheated_s))) +
                             " s of preheat before the first point";
@@ -233,8 +235,6 @@ int run(const Request& req) {
               writer.write(j);
             }
             if (!pt.error.empty()) {
-              // (the times of earlier rounds are dropped with the point: a subject that fails once has no row)
-              pt.fwd_ms = pt.bwd_ms = NAN;
               nlohmann::json j = experiments::record_header("experiment", experiments::device_of(s->info()));
               j["experiment"] = "bench", j["subject"] = s->info().name, j["item"] = key.str(), j["verdict"] = "error", j["error"] = pt.error;
               writer.write(j);
