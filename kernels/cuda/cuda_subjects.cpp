@@ -350,8 +350,7 @@ class CudaFa3 final : public CudaAttentionSubject {
                       "to walk them. The same arithmetic in each"},
                      {"epilogue", "automatic",
                       "automatic: the forward stores O through shared memory and one TMA store per 64-column box (FA3's epilogue) where O is "
-                      "rounded to nearest and TMA can write it, 4-byte global stores otherwise (and always under cuda.fa4's persistent "
-                      "scheduler); stores: always the latter. The same bits"}};
+                      "rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"}};
   }
 
   void set_option(const std::string& name, const std::string& value) override {
@@ -441,7 +440,7 @@ class CudaFa3 final : public CudaAttentionSubject {
 // selective rescaling (tau, log2 units, default 8; the count of rescales per row and key tile after the first
 // is the counter `rescales`), the cubic exp2 emulation on a share of the exponentials (exp2_fraction: 0, 0.125 or
 // 0.5, the columns cpu.fa4.emulated emulates) and a persistent longest-first scheduler (scheduler=persistent; auto,
-// the default, is the grid: see kernel_scheduler_is_persistent).
+// the default, takes it under causal masks at d = 128: see persistent_by_default).
 // CPU twins: cpu.fa4, cpu.fa4.emulated.
 class CudaFa4 final : public CudaAttentionSubject {
  public:
@@ -514,7 +513,7 @@ class CudaFa4 final : public CudaAttentionSubject {
     with_counters.rescale_count = static_cast<unsigned long long*>(counters_);
     with_counters.work_counter = reinterpret_cast<int*>(static_cast<unsigned char*>(counters_) + sizeof(unsigned long long));
     Fa4Options options = fa4_;
-    options.persistent = kernel_scheduler_is_persistent();
+    options.persistent = scheduler_ == "persistent" || (scheduler_ == "auto" && persistent_by_default(p.shape));
     fa4_forward(with_counters, options, stream);
   }
   void backward(const BackwardParams&, cudaStream_t) override { throw std::runtime_error("cuda.fa4 has no backward yet (plan step 5)"); }
@@ -526,18 +525,16 @@ class CudaFa4 final : public CudaAttentionSubject {
                       "share of the exponentials by the cubic exp2 emulation on the FMA pipes: 0, 0.125 or 0.5"},
                      {"scheduler", scheduler_,
                       "grid: one CTA per 128-row query tile; persistent: one CTA per SM walking the tiles longest first, heads in "
-                      "L2-sized sections; auto: the grid (measured at or above the persistent scheduler at every shape of the bench)"},
+                      "L2-sized sections; auto: persistent under a causal mask at d = 128, else grid"},
                      {"epilogue", fa4_.epilogue == Fa3Epilogue::stores ? "stores" : "automatic", "automatic: the forward stores O through shared memory and one TMA store per 64-column box (FA3's epilogue) where O is "
-                      "rounded to nearest and TMA can write it, 4-byte global stores otherwise (and always under cuda.fa4's persistent "
-                      "scheduler); stores: always the latter. The same bits"}};
+                      "rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"}};
   }
 
-  // What auto runs: the grid. The persistent scheduler measured 3-6 % faster under causal masks at d = 128 once
-  // (H200, kernels/cuda/NOTES.md "scheduler=auto"), and auto took it there; since the grid kernels gained O by TMA,
-  // the early loads and the next wave's Q in L2 (which the persistent kernel, reloading its Q buffer, cannot share),
-  // the grid is level with it or ahead at N = 4k, 8k and 16k ("scheduler=auto again"), and without a mask it was
-  // always behind. The persistent scheduler stays an option, tested bit for bit against the grid.
-  bool kernel_scheduler_is_persistent() const { return scheduler_ == "persistent"; }
+  // Where the persistent scheduler measured faster (H200, kernels/cuda/NOTES.md "The persistent forward with O by
+  // TMA"): causal masks at d = 128, + 2.7 % over the grid at N = 4k, + 3.4 % at 8k, level at 16k, since it stores O
+  // through shared memory and TMA as the grid does. Without a mask the grid is 1-3 % ahead (the persistent step is
+  // slower), and at d = 64 the grid runs three consumer groups where the persistent kernel keeps two.
+  static bool persistent_by_default(const AttentionShapeParams& s) { return s.mask != CausalMask::none && s.head_dim == 128; }
 
   float tau_ = 8;
   Fa4Options fa4_;  // (fa4_.persistent is chosen per call from scheduler_)

@@ -847,19 +847,28 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   // group 0 syncs once more at the end, so every arrival is matched whatever the number of turns.
   const int my_turn = kTurnBarrier + group, other_turn = kTurnBarrier + (group + 1) % kGroups;
   if (PingPong && group == kGroups - 1) named_barrier_arrive(other_turn, kTurnThreads);
-  // O by TMA (work.o_by_tma; the grid kernel): staged in the group's Q tile, free once its last S is complete, and
-  // (an e4m3 Q holds one box of a 16-bit O at d = 128) its P tile, free once its last P V is complete (the group's
-  // barrier before store_rows_by_tma orders every warp's waits for both before any thread's writes). The persistent
-  // kernel stores by store_rows: its Q buffer is reloaded with a later tile's Q while a store could still read it.
+  // O by TMA (work.o_by_tma): staged in the group's Q tile of the work tile's buffer, free once its last S is
+  // complete, and (an e4m3 Q holds one box of a 16-bit O at d = 128) its P tile, free once its last P V is complete
+  // (the group's barrier before store_rows_by_tma orders every warp's waits for both before any thread's writes).
   // (FP8 at d = 64, or with P in registers: the group's tiles hold no whole 16-bit box, or too few: store_rows.)
-  constexpr bool kCanStageO = !Persistent && kOStagingFits<Ops>;
+  // The persistent kernel stages in its Q tile only, and since the producer reloads that buffer with the Q of the work
+  // tile after next, the group releases the buffer (q_empty) only once the store has read it: its first thread waits
+  // for the store's reads after issuing the next work tile's first S (release_staged_q), and arrives for the group's
+  // four warps. Without the staging each warp releases the buffer as its last product completes.
+  constexpr bool kCanStageO = kOStagingFits<Ops> && (!Persistent || kOBoxesInQ<Ops> >= D / 64);
   const bool o_by_tma = kCanStageO && work.o_by_tma;
-  unsigned char* o_boxes[D / 64];
-#pragma unroll
-  for (int box = 0; box < D / 64; ++box) {
-    o_boxes[box] = box < kOBoxesInQ<Ops> ? sQ + group * Ops::kQBytes + box * kQBox : sPg + (box - kOBoxesInQ<Ops>) * kQBox;
-  }
+  static_assert(!Persistent || Overlap, "the persistent kernel runs the overlapped loop (release_staged_q's place)");
   const bool issuer = threadIdx.x % 128 == 0;
+  int staged_q = -1;  // (persistent, O by TMA) the Q buffer whose staged O the issuer's last store may still read
+  const auto release_staged_q = [&] {
+    if (Persistent && staged_q >= 0) {
+      if (issuer) {
+        bulk_wait_read<0>();
+        mbarrier_arrive_count(&q_empty[staged_q], 4);
+      }
+      staged_q = -1;
+    }
+  };
   // The group's own barrier (128 threads; numbered after the turns'): the epilogue's, and without turns the one that
   // hands P in shared memory to P V. Without turns (!PingPong) each group issues its products as soon as its own
   // P is packed: the tensor pipe takes the groups' products in the order they come (NOTES: "Three groups without turns").
@@ -891,6 +900,11 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
     timeline.mark_tile(group, item, kTileOpen);
     const GroupThread th(c.m_tile * kRows + group * kGroupRows, threadIdx.x % 128);
     const unsigned char* sQg = sQ + (qb * kGroups + group) * Ops::kQBytes;
+    unsigned char* o_boxes[D / 64];
+#pragma unroll
+    for (int box = 0; box < D / 64; ++box) {
+      o_boxes[box] = box < kOBoxesInQ<Ops> ? sQ + (qb * kGroups + group) * Ops::kQBytes + box * kQBox : sPg + (box - kOBoxesInQ<Ops>) * kQBox;
+    }
     std::uint32_t qf[kQHeld ? D / 16 : 1][4];  // (kQHeld) Q's A fragments, read once a work tile
     if constexpr (kQHeld) load_fragments<D>(qf, sQg, static_cast<int>((threadIdx.x % 128) / 32), static_cast<int>(threadIdx.x % 32));
     const auto issue_s = [&](float (&sc)[BlockN / 8][4], const unsigned char* sQs, const unsigned char* sK) {
@@ -944,6 +958,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         float sc[BlockN / 8][4];
         mbarrier_wait(&k_full[kv % Stages], parity(kv));
         issue_s(sc, sQg, k_tile(kv));
+        release_staged_q();  // (the previous work tile's O, while this S runs)
         wgmma_wait<0>();
         if (releaser) mbarrier_arrive(&k_empty[kv % Stages]);
         float alpha[2];
@@ -999,15 +1014,20 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
       }
     }
     // (every product on this Q is complete; Persistent: every lane read tile_of_buffer[qb], which the producer
-    // rewrites after this release, so __syncwarp orders those reads before lane 0's arrival)
-    if constexpr (Persistent) __syncwarp();
-    if (releaser) mbarrier_arrive(&q_empty[qb]);
+    // rewrites after this release, so __syncwarp orders those reads before lane 0's arrival; with O staged in the
+    // buffer, the group's barrier in store_rows_by_tma orders them before the issuer's later arrival)
+    release_staged_q();  // (a work tile without key tiles issued no S to release it under)
+    if (!(Persistent && o_by_tma)) {
+      if constexpr (Persistent) __syncwarp();
+      if (releaser) mbarrier_arrive(&q_empty[qb]);
+    }
     if constexpr (Ops::kBlockScales) {
       if (n_tiles > 0) o_exp = ex.v_of(s, c.h, c.b)[n_tiles - 1];  // (O is in units of the last V block's scale)
     }
     if (o_by_tma) {
       named_barrier_sync(group_barrier, 128);
       store_rows_by_tma<typename Ops::Out, D, Ops::kBlockScales>(o_boxes, o, st, th, p, &o_map, c.h, c.b, group_barrier, issuer, o_exp);
+      if constexpr (Persistent) staged_q = qb;
     } else {
       store_rows<typename Ops::Out, D, Ops::kBlockScales>(o, st, th, p, c.h, c.b, o_exp);
     }

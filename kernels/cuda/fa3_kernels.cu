@@ -144,7 +144,8 @@ void launch_ws(const Maps& m, const ForwardParams& p, cudaStream_t stream, const
     const int sms = device_sm_count(name);
     check_launch_result(cudaGetDevice(&device), name);
     check_launch_result(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device), name);
-    const WorkTiles work = persistent_work_tiles(s, static_cast<int>(grid.x), sizeof(T), l2_bytes);  // (O by store_rows)
+    WorkTiles work = persistent_work_tiles(s, static_cast<int>(grid.x), sizeof(T), l2_bytes);
+    work.o_by_tma = m.o_by_tma;
     kernel<<<std::min(work.m_tiles * work.pairs, sms), Layout::kThreads, bytes, stream>>>(m.q, m.k, m.v, m.o, p, work, BlockExponents{}, NoTimeline{});
   }
 }

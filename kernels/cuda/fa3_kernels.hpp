@@ -46,10 +46,11 @@ bool fa3_supports(const ForwardParams& p);  // head dim 64 or 128, strides TMA c
 // (FA3's tile for 16-bit d = 128 without a mask; schedules ws_overlap_pingpong and automatic, which then runs it). The
 // tile sets the points where the running max may move, and so where P is rounded: cpu.fa3 with block_k = key_tile is
 // its twin.
-// How the warp-specialised grid kernels store O: automatic (through shared memory and one TMA store per box, FA3's
+// How the warp-specialised kernels store O: automatic (through shared memory and one TMA store per box, FA3's
 // epilogue, where O is rounded to nearest and TMA can write it; store_rows' 4-byte global stores otherwise) or stores
 // (always store_rows). The same bits either way; the choice is there to measure it (kernels/cuda/NOTES.md, "O by TMA").
-// cuda.fa4's persistent scheduler always takes store_rows; cuda.fa3.fp8 takes the same option (fa3_fp8_o_by_tma).
+// cuda.fa4's persistent scheduler stages O in the work tile's Q buffer; cuda.fa3.fp8 takes the same option
+// (fa3_fp8_o_by_tma).
 enum class Fa3Epilogue : std::uint8_t { automatic, stores };
 void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream, int key_tile = 128, Fa3Epilogue epilogue = Fa3Epilogue::automatic);
 

@@ -98,8 +98,9 @@ const GpuSubject kGpuSubjects[] = {
     // (Hopper only, fwd only; FA4's softmax against the CPU twins with the same rules)
     {"fa4", "cuda.fa4", {}, cpu::make_cpu_fa4, {Op::fwd}, 0},
     {"fa4_emulated", "cuda.fa4", {{"exp2_fraction", "0.5"}}, cpu::make_cpu_fa4_emulated, {Op::fwd}, 0},
-    // (auto, the default above, is the grid scheduler; Fa4.PersistentSchedulerGivesTheGridsBits checks the two bit for bit)
     {"fa4_persistent", "cuda.fa4", {{"scheduler", "persistent"}}, cpu::make_cpu_fa4, {Op::fwd}, 0, 4},
+    // (auto, the default above, is persistent under causal masks at d = 128: the grid there too)
+    {"fa4_grid", "cuda.fa4", {{"scheduler", "grid"}}, cpu::make_cpu_fa4, {Op::fwd}, 0, 4},
 };
 
 std::unique_ptr<Subject> cuda_subject(const GpuSubject& g) {

@@ -15,8 +15,8 @@
 // launch): the prologue (Q in shared memory to the first turn), the turns, the epilogue (the last P V's turn to O
 // stored), and the span between consecutive tiles' stores on one SM less the tile's steps at the steady period: what a
 // tile costs beyond its steps (the launch, Q's load, the pipeline's fill and drain, the stores), in clocks and steps.
-// --scheduler persistent runs cuda.fa4's persistent grid (one CTA per SM, tiles claimed longest first; O by 4-byte
-// stores) with FA3's softmax, so that the two schedulers' tiles compare.
+// --scheduler persistent runs cuda.fa4's persistent grid (one CTA per SM, tiles claimed longest first) with FA3's
+// softmax, so that the two schedulers' tiles compare.
 // Medians over the steady state (loop steps 2 .. n - 3 of a CTA's n = key tiles - 1) of the 8 CTAs with the last
 // query tiles of one head (under a causal mask, the longest). The stamps cost a few percent; the tensor pipe's
 // share is the groups' products at the dense rate (4096 bf16 FLOP per clock per SM) over the period.
@@ -32,7 +32,7 @@
 // Usage: fa3-timeline [--d 64|128] [--n N] [--dtype bf16|e4m3] [--key-tile 128|176|224] [--groups 2|3] [--scheduler grid|persistent]
 //                     [--causal] [--section S] [--epilogue tma|stores] [--turns ring|none] [--v-transpose pass|kernel] [--repeats R]
 // Each run prints a checksum of O and L (of the unstamped launches), so that two builds can be compared bit for bit.
-// --epilogue stores: O by store_rows' 4-byte global stores instead of the grid launchers' shared memory and TMA store.
+// --epilogue stores: O by store_rows' 4-byte global stores instead of the launchers' shared memory and TMA store.
 // --turns none: three groups issue without turns (cuda.fa3's ws_overlap_3groups*; e4m3 at d = 128 only, P in shared
 // memory); with P in shared memory each group syncs its own 128 threads there, and the turn wait column is that wait.
 // --section S: the persistent scheduler's (batch, head) pairs per section (its L2 grouping; the launcher's choice otherwise).
@@ -180,7 +180,7 @@ struct Run {
   static constexpr int D = Ops::kD, BlockN = Ops::kBlockN;
   using Layout = WsLayout<Groups>;
   static constexpr std::size_t kBytes = ws_smem_bytes<Ops, 2, Persistent, Groups>();
-  static constexpr bool kOByTma = !Persistent && kOStagingFits<Ops>;  // (the kernel's kCanStageO)
+  static constexpr bool kOByTma = kOStagingFits<Ops> && (!Persistent || kOBoxesInQ<Ops> >= Ops::kD / 64);  // (the kernel's kCanStageO)
 
   // (persistent: the tile counter, cleared before each launch)
   template <class Timeline>
@@ -211,6 +211,7 @@ struct Run {
       if (section > 0) work.section = std::min(section, work.pairs);
       check(cudaMemsetAsync(counter, 0, sizeof(int)), "cudaMemsetAsync (the tile counter)");
       p.work_counter = counter;
+      work.o_by_tma = o_by_tma;
       kernel<<<std::min(static_cast<int>(grid.x * grid.y * grid.z), sms), Layout::kThreads, kBytes>>>(q, k, v, o, p, work, fp8.ex, timeline);
     } else {
       WorkTiles work;
