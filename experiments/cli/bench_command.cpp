@@ -123,6 +123,7 @@ int run(const Request& req) {
   std::map<std::string, std::map<std::string, Point>> table;
   std::vector<std::string> row_order;
   double preheated_s = 0;
+  bool timed_any = false;  // (none: every subject failed at every point, e.g. only CPU subjects asked for)
   std::map<std::string, std::string> reference_rows;  // row -> the row whose baseline it is read against, where its own has none
   // The reference format: bf16 if the run has it (as --dtype spells it), else fp16, else none.
   std::string reference_dtype;
@@ -190,6 +191,7 @@ int run(const Request& req) {
                 }
                 OpRuns& o = runs[s->info().name][op];
                 o.round_medians.push_back(bench_median(t->milliseconds));
+                timed_any = true;
                 const auto [lo, hi] = std::minmax_element(t->milliseconds.begin(), t->milliseconds.end());
                 o.lo = std::min(o.lo, *lo), o.hi = std::max(o.hi, *hi), o.device_bytes = t->device_bytes;
               }
@@ -260,6 +262,7 @@ int run(const Request& req) {
   for (kernels::Subject* s : subjects) names.push_back(s->info().name);
   std::fputs(experiments::bench_side_by_side(row_order, table, names, req.baseline, dir + "/bench.jsonl", reference_rows,
                                              "the " + reference_dtype + " row of the same shape").c_str(), stdout);
+  if (!timed_any) throw std::runtime_error("bench: nothing was timed: every subject failed at every point (each line above gives its error)");
   return 0;
 }
 

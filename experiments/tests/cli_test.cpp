@@ -179,6 +179,16 @@ TEST(Cli, OutOfBoundsNumbersNameTheBound) {
   }
 }
 
+// A bench in which no subject could time any point (here a CPU subject: it cannot be timed on a device) prints each
+// point's error and fails, rather than exiting 0 with an empty table.
+TEST(Cli, ABenchThatTimedNothingFails) {
+  const CliRun run = flashcheck("bench --subjects cpu.fa2 --d 64 --n 128 --mask none --dtype bf16 --preheat 0 --warmup 1 --repeats 1 --rounds 1 "
+                                "--out /tmp/flashcheck_cli_test_bench --overwrite");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_TRUE(contains(run.output, "cannot be timed on a device")) << run.output;
+  EXPECT_TRUE(contains(run.output, "nothing was timed")) << run.output;
+}
+
 // A built-in subject held to an impossible standard (the baseline's error exactly, no floor) fails;
 // the failure goes to the --corpus file, and the reproduce command carries the verdict's parameters.
 TEST(Cli, AFailureOfABuiltInSubjectGoesToTheCorpusWithItsVerdictParameters) {
