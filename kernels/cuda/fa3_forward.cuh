@@ -864,7 +864,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
     if (Persistent && staged_q >= 0) {
       if (issuer) {
         bulk_wait_read<0>();
-        mbarrier_arrive_count(&q_empty[staged_q], 4);
+        mbarrier_arrive_count(&q_empty[staged_q], kReleasers / kGroups);  // (the group's warps' arrivals)
       }
       staged_q = -1;
     }
