@@ -4,8 +4,9 @@
 // without turns (the group's barrier then also hands P to P V), the non-overlapped ws, cuda.fa4's grid scheduler,
 // and its persistent one, whose CTAs walk several work tiles here and stage O in the Q buffer that the producer
 // reloads two tiles on), over tails (rows past Nq clipped by the map), masks, GQA and both formats. Stochastic
-// rounding always takes the global stores (each element's Philox word); the harness's cases cover those. cuda.fa3.fp8's O by TMA (its block exponents, e4m3 operands) is tested
-// with its own inputs in fa3_fp8_test.cpp (OByTmaGivesTheGlobalStoresBits).
+// rounding always takes the global stores (each element's Philox word); the harness's cases cover those.
+// cuda.fa3.fp8's O by TMA (its block exponents, e4m3 operands) is tested with its own inputs in fa3_fp8_test.cpp
+// (OByTmaGivesTheGlobalStoresBits).
 #include <gtest/gtest.h>
 
 #include <iostream>
