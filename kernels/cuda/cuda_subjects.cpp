@@ -306,11 +306,42 @@ class CudaFa1 final : public CudaAttentionSubject {
   bool needs_dq_accum() const override { return true; }
 };
 
+// Device words a forward's kernels take zeroed (cuda.fa4's rescale count, the persistent scheduler's work counter):
+// one allocation, made at the first call and cleared on the call's stream before each launch.
+class ZeroedDeviceWords {
+ public:
+  explicit ZeroedDeviceWords(std::size_t bytes) : bytes_(bytes) {}
+  ~ZeroedDeviceWords() {
+    if (data_ != nullptr) cudaFree(data_);
+  }
+  ZeroedDeviceWords(const ZeroedDeviceWords&) = delete;
+  ZeroedDeviceWords& operator=(const ZeroedDeviceWords&) = delete;
+
+  unsigned char* cleared(cudaStream_t stream, const std::string& who) {
+    if (data_ == nullptr) check_cuda(cudaMalloc(&data_, bytes_), who, "allocating its device counters");
+    check_cuda(cudaMemsetAsync(data_, 0, bytes_, stream), who, "clearing its device counters");
+    return static_cast<unsigned char*>(data_);
+  }
+  const void* data() const { return data_; }  // (nullptr before the first call)
+
+ private:
+  std::size_t bytes_;
+  void* data_ = nullptr;
+};
+
+// The option `scheduler` of cuda.fa3 and cuda.fa4 (auto: persistent_scheduler_by_default, fa3_kernels.hpp).
+const char* const kSchedulerHelp =
+    "grid: one CTA per 128-row query tile; persistent: one CTA per SM walking the tiles longest first (under a causal mask "
+    "heads in L2-sized sections, else head by head); auto: persistent under a causal mask at d = 128, else grid. The same bits";
+bool is_scheduler_name(const std::string& value) { return value == "auto" || value == "grid" || value == "persistent"; }
+
 // cuda.fa3 (kernels/cuda/NOTES.md): FA3's forward on wgmma and TMA, bf16 and fp16, head dim 64 and 128, and its
 // backward (fa3_backward.cu). The option `schedule` picks among the forward plan's steps (fa3_kernels.hpp), all
 // kept so that one bench run compares them; the arithmetic and so the bits are the same in each. The option `bwd`
 // picks the fused backward (dQ by fp32 atomics, FA3's default; not bitwise reproducible) or the deterministic two
 // passes; the subject's `deterministic` flag follows it, so the harness checks run-to-run bits only for the latter.
+// The option `scheduler` picks a CTA per query tile or cuda.fa4's persistent scheduler (auto: the latter under causal
+// masks at d = 128; persistent_scheduler_by_default).
 
 class CudaFa3 final : public CudaAttentionSubject {
  public:
@@ -350,7 +381,10 @@ class CudaFa3 final : public CudaAttentionSubject {
                       "to walk them. The same arithmetic in each"},
                      {"epilogue", "automatic",
                       "automatic: the forward stores O through shared memory and one TMA store per 64-column box (FA3's epilogue) where O is "
-                      "rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"}};
+                      "rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"},
+                     {"scheduler", "auto",
+                      std::string(kSchedulerHelp) + ". Persistent runs with schedule auto (then two consumer groups at d = 64 too) or "
+                      "ws_overlap_pingpong and key_tile=128; auto takes it with schedule auto and key_tile=128 only"}};
   }
 
   void set_option(const std::string& name, const std::string& value) override {
@@ -365,6 +399,7 @@ class CudaFa3 final : public CudaAttentionSubject {
       if (value == "176" && schedule_ != kAuto && schedule_ != Fa3Schedule::ws_overlap_pingpong) {
         throw SubjectError(info_.name + ": key_tile=176 runs with schedule auto or ws_overlap_pingpong only");
       }
+      if (value == "176" && scheduler_ == "persistent") throw SubjectError(info_.name + ": key_tile=176 runs with scheduler grid or auto only");
       info_.options[2].value = value;
       key_tile_ = std::stoi(value);
       return;
@@ -393,10 +428,22 @@ class CudaFa3 final : public CudaAttentionSubject {
       info_.options[5].value = value;
       return;
     }
-    if (name != "schedule") throw SubjectError(info_.name + ": no option " + name + " (schedule, bwd, key_tile, dq_convert, bwd_grid, epilogue)");
+    if (name == "scheduler") {
+      if (!is_scheduler_name(value)) throw SubjectError(info_.name + ": scheduler=" + value + ": auto, grid or persistent");
+      if (value == "persistent" && ((schedule_ != kAuto && schedule_ != Fa3Schedule::ws_overlap_pingpong) || key_tile_ != 128)) {
+        throw SubjectError(info_.name + ": scheduler=persistent runs with schedule auto or ws_overlap_pingpong and key_tile=128 only");
+      }
+      info_.options[6].value = value;
+      scheduler_ = value;
+      return;
+    }
+    if (name != "schedule") throw SubjectError(info_.name + ": no option " + name + " (schedule, bwd, key_tile, dq_convert, bwd_grid, epilogue, scheduler)");
     for (Fa3Schedule s : kSchedules) {
       if (value == fa3_schedule_name(s)) {
         if (key_tile_ != 128 && s != Fa3Schedule::ws_overlap_pingpong) throw SubjectError(info_.name + ": schedule=" + value + " runs with key_tile=128 only");
+        if (scheduler_ == "persistent" && s != Fa3Schedule::ws_overlap_pingpong) {
+          throw SubjectError(info_.name + ": schedule=" + value + " runs with scheduler grid or auto only");
+        }
         info_.options[0].value = value;
         schedule_ = s;
         const bool d64 = s == Fa3Schedule::ws_overlap_pingpong_3groups || s == Fa3Schedule::ws_overlap_3groups;
@@ -416,7 +463,13 @@ class CudaFa3 final : public CudaAttentionSubject {
   }
 
  protected:
-  void forward(const ForwardParams& p, cudaStream_t stream) override { fa3_forward(p, schedule_, stream, key_tile_, epilogue_); }
+  void forward(const ForwardParams& p, cudaStream_t stream) override {
+    const bool persistent = scheduler_ == "persistent" || (scheduler_ == "auto" && schedule_ == kAuto && key_tile_ == 128 && persistent_scheduler_by_default(p.shape));
+    if (!persistent) return fa3_forward(p, schedule_, stream, key_tile_, epilogue_);
+    ForwardParams with_counter = p;
+    with_counter.work_counter = reinterpret_cast<int*>(work_counter_.cleared(stream, info_.name));
+    fa3_forward(with_counter, schedule_, stream, key_tile_, epilogue_, Fa3Scheduler::persistent);
+  }
   void backward(const BackwardParams& p, cudaStream_t stream) override { fa3_backward(p, stream); }
   bool needs_dq_accum() const override { return !info_.deterministic; }
   bool needs_dq_ready() const override { return !info_.deterministic && dq_overlapped_; }
@@ -433,6 +486,8 @@ class CudaFa3 final : public CudaAttentionSubject {
   bool dq_overlapped_ = true;  // (option dq_convert)
   int key_pass_ctas_ = 0;  // (option bwd_grid: BackwardParams::key_pass_ctas)
   Fa3Epilogue epilogue_ = Fa3Epilogue::automatic;
+  std::string scheduler_ = "auto";
+  ZeroedDeviceWords work_counter_{sizeof(int)};  // (the persistent scheduler's)
 };
 
 // cuda.fa4 (kernels/cuda/NOTES.md): cuda.fa3's forward pipeline (ws_overlap_pingpong; with the grid scheduler at
@@ -440,7 +495,7 @@ class CudaFa3 final : public CudaAttentionSubject {
 // selective rescaling (tau, log2 units, default 8; the count of rescales per row and key tile after the first
 // is the counter `rescales`), the cubic exp2 emulation on a share of the exponentials (exp2_fraction: 0, 0.125 or
 // 0.5, the columns cpu.fa4.emulated emulates) and a persistent longest-first scheduler (scheduler=persistent; auto,
-// the default, takes it under causal masks at d = 128: see persistent_by_default).
+// the default, takes it under causal masks at d = 128: see persistent_scheduler_by_default).
 // CPU twins: cpu.fa4, cpu.fa4.emulated.
 class CudaFa4 final : public CudaAttentionSubject {
  public:
@@ -455,12 +510,6 @@ class CudaFa4 final : public CudaAttentionSubject {
     info_.head_dims = {64, 128};
     refresh_options();
   }
-  ~CudaFa4() override {
-    if (counters_ != nullptr) cudaFree(counters_);
-  }
-  CudaFa4(const CudaFa4&) = delete;
-  CudaFa4& operator=(const CudaFa4&) = delete;
-
   void set_option(const std::string& name, const std::string& value) override {
     if (name == "tau") {
       double v = 0;
@@ -478,7 +527,7 @@ class CudaFa4 final : public CudaAttentionSubject {
       if (eighths < 0) throw SubjectError(info_.name + ": exp2_fraction=" + value + ": one of 0, 0.125, 0.5 (compiled variants)");
       fa4_.emulated_eighths = eighths;
     } else if (name == "scheduler") {
-      if (value != "auto" && value != "grid" && value != "persistent") throw SubjectError(info_.name + ": scheduler=" + value + ": auto, grid or persistent");
+      if (!is_scheduler_name(value)) throw SubjectError(info_.name + ": scheduler=" + value + ": auto, grid or persistent");
       scheduler_ = value;
     } else if (name == "epilogue") {
       fa4_.epilogue = parse_fa3_epilogue(info_.name, value);
@@ -494,9 +543,9 @@ class CudaFa4 final : public CudaAttentionSubject {
   }
 
   std::vector<Counter> counters() const override {
-    if (counters_ == nullptr) return {};
+    if (counters_.data() == nullptr) return {};
     unsigned long long rescales = 0;
-    if (cudaMemcpy(&rescales, counters_, sizeof rescales, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    if (cudaMemcpy(&rescales, counters_.data(), sizeof rescales, cudaMemcpyDeviceToHost) != cudaSuccess) {
       cudaGetLastError();
       return {};
     }
@@ -506,14 +555,13 @@ class CudaFa4 final : public CudaAttentionSubject {
  protected:
   // One device allocation holds the rescale count and the persistent scheduler's work counter; both start at 0.
   void forward(const ForwardParams& p, cudaStream_t stream) override {
-    if (counters_ == nullptr) check_cuda(cudaMalloc(&counters_, kCountersBytes), info_.name, "allocating the rescale and work counters");
-    check_cuda(cudaMemsetAsync(counters_, 0, kCountersBytes, stream), info_.name, "clearing the rescale and work counters");
+    unsigned char* words = counters_.cleared(stream, info_.name);
     ForwardParams with_counters = p;
     with_counters.rescale_threshold = tau_;
-    with_counters.rescale_count = static_cast<unsigned long long*>(counters_);
-    with_counters.work_counter = reinterpret_cast<int*>(static_cast<unsigned char*>(counters_) + sizeof(unsigned long long));
+    with_counters.rescale_count = reinterpret_cast<unsigned long long*>(words);
+    with_counters.work_counter = reinterpret_cast<int*>(words + sizeof(unsigned long long));
     Fa4Options options = fa4_;
-    options.persistent = scheduler_ == "persistent" || (scheduler_ == "auto" && persistent_by_default(p.shape));
+    options.persistent = scheduler_ == "persistent" || (scheduler_ == "auto" && persistent_scheduler_by_default(p.shape));
     fa4_forward(with_counters, options, stream);
   }
   void backward(const BackwardParams&, cudaStream_t) override { throw std::runtime_error("cuda.fa4 has no backward yet (plan step 5)"); }
@@ -523,24 +571,15 @@ class CudaFa4 final : public CudaAttentionSubject {
     info_.options = {{"tau", std::to_string(tau_), "rescale only when the running max grows by at least this (log2 units); 0: always (FA2)"},
                      {"exp2_fraction", fa4_.emulated_eighths == 0 ? "0" : fa4_.emulated_eighths == 1 ? "0.125" : "0.5",
                       "share of the exponentials by the cubic exp2 emulation on the FMA pipes: 0, 0.125 or 0.5"},
-                     {"scheduler", scheduler_,
-                      "grid: one CTA per 128-row query tile; persistent: one CTA per SM walking the tiles longest first, heads in "
-                      "L2-sized sections; auto: persistent under a causal mask at d = 128, else grid"},
+                     {"scheduler", scheduler_, kSchedulerHelp},
                      {"epilogue", fa4_.epilogue == Fa3Epilogue::stores ? "stores" : "automatic", "automatic: the forward stores O through shared memory and one TMA store per 64-column box (FA3's epilogue) where O is "
                       "rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"}};
   }
 
-  // Where the persistent scheduler measured faster (H200, kernels/cuda/NOTES.md "The persistent forward with O by
-  // TMA"): causal masks at d = 128, + 2.7 % over the grid at N = 4k, + 3.4 % at 8k, level at 16k, since it stores O
-  // through shared memory and TMA as the grid does. Without a mask the grid is 1-3 % ahead (the persistent step is
-  // slower), and at d = 64 the grid runs three consumer groups where the persistent kernel keeps two.
-  static bool persistent_by_default(const AttentionShapeParams& s) { return s.mask != CausalMask::none && s.head_dim == 128; }
-
   float tau_ = 8;
   Fa4Options fa4_;  // (fa4_.persistent is chosen per call from scheduler_)
   std::string scheduler_ = "auto";
-  static constexpr std::size_t kCountersBytes = sizeof(unsigned long long) + sizeof(int);
-  void* counters_ = nullptr;
+  ZeroedDeviceWords counters_{sizeof(unsigned long long) + sizeof(int)};
 };
 
 }  // namespace

@@ -239,12 +239,18 @@ Maps maps_of(const ForwardParams& p, const char* family, Fa3Epilogue epilogue, i
 }
 }  // namespace
 
-void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream, int key_tile, Fa3Epilogue epilogue) {
+void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream, int key_tile, Fa3Epilogue epilogue, Fa3Scheduler scheduler) {
   const bool two_group_pingpong = schedule == Fa3Schedule::ws_overlap_pingpong || schedule == Fa3Schedule::automatic;
   if (key_tile != 128 && !(key_tile == 176 && two_group_pingpong)) {
     throw std::runtime_error("cuda.fa3 forward: key tiles of " + std::to_string(key_tile) + " keys with schedule " + fa3_schedule_name(schedule) +
                              ": 128 with every schedule, 176 with ws_overlap_pingpong or auto");
   }
+  const bool persistent = scheduler == Fa3Scheduler::persistent;
+  if (persistent && (!two_group_pingpong || key_tile != 128)) {
+    throw std::runtime_error(std::string("cuda.fa3 forward: the persistent scheduler with schedule ") + fa3_schedule_name(schedule) + " and " +
+                             std::to_string(key_tile) + "-key tiles: it runs schedule auto or ws_overlap_pingpong with 128-key tiles only");
+  }
+  if (persistent && p.work_counter == nullptr) throw std::runtime_error("cuda.fa3 forward: the persistent scheduler needs a work counter (ForwardParams::work_counter, 0 at the launch)");
   const AttentionShapeParams& s = p.shape;
   const Maps m = maps_of(p, "cuda.fa3", epilogue, key_tile);  // (refuses head dims other than 64 and 128 first)
   const char* name = fa3_schedule_name(schedule);
@@ -259,12 +265,19 @@ void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stre
                              "): at 64, three groups hold P in registers");
   }
   const bool fp16 = p.type == StorageType::fp16;
-  if (s.head_dim == 128) {
+  if (persistent) {
+    // (ws_overlap_pingpong's kernel under the persistent scheduler: two groups, as cuda.fa4's)
+    if (s.head_dim == 128) {
+      fp16 ? launch_ws<__half, 128, 2, true, true, Fa3Rule, true>(m, p, stream, name) : launch_ws<__nv_bfloat16, 128, 2, true, true, Fa3Rule, true>(m, p, stream, name);
+    } else {
+      fp16 ? launch_ws<__half, 64, 2, true, true, Fa3Rule, true>(m, p, stream, name) : launch_ws<__nv_bfloat16, 64, 2, true, true, Fa3Rule, true>(m, p, stream, name);
+    }
+  } else if (s.head_dim == 128) {
     fp16 ? launch<__half, 128>(schedule, key_tile, m, p, stream, name) : launch<__nv_bfloat16, 128>(schedule, key_tile, m, p, stream, name);
   } else {
     fp16 ? launch<__half, 64>(schedule, key_tile, m, p, stream, name) : launch<__nv_bfloat16, 64>(schedule, key_tile, m, p, stream, name);
   }
-  check_launch((std::string("cuda.fa3 forward, schedule ") + name).c_str());
+  check_launch((std::string("cuda.fa3 forward, schedule ") + name + (persistent ? ", persistent scheduler" : "")).c_str());
 }
 
 void fa4_forward(const ForwardParams& p, const Fa4Options& options, cudaStream_t stream) {

@@ -52,7 +52,20 @@ bool fa3_supports(const ForwardParams& p);  // head dim 64 or 128, strides TMA c
 // cuda.fa4's persistent scheduler stages O in the work tile's Q buffer; cuda.fa3.fp8 takes the same option
 // (fa3_fp8_o_by_tma).
 enum class Fa3Epilogue : std::uint8_t { automatic, stores };
-void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream, int key_tile = 128, Fa3Epilogue epilogue = Fa3Epilogue::automatic);
+// Which CTA computes a query tile: grid (one CTA per 128-row tile) or persistent (one CTA per SM walking the tiles
+// longest first, cuda.fa4's scheduler: fa3_forward.cuh, WorkTiles), with schedule automatic or ws_overlap_pingpong,
+// 128-key tiles and two consumer groups (at d = 64 too, where the grid's automatic runs three). The persistent one
+// takes its tiles from *p.work_counter, which must be 0 at the launch. The same bits either way.
+enum class Fa3Scheduler : std::uint8_t { grid, persistent };
+void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stream, int key_tile = 128, Fa3Epilogue epilogue = Fa3Epilogue::automatic,
+                 Fa3Scheduler scheduler = Fa3Scheduler::grid);
+// The scheduler `auto` takes (cuda.fa3's and cuda.fa4's option, the PyTorch op's cuda.fa3): the persistent one where
+// it measured faster (H200; kernels/cuda/NOTES.md "The persistent forward with O by TMA" and "The persistent
+// scheduler's sections"): under causal masks at d = 128, where its longest-first order shortens the tail (cuda.fa4
+// + 2.7 % over the grid at N = 4k, + 3.4 % at 8k, level at 16k; cuda.fa3, kernel alone, two rounds: + 5 and + 9 % at
+// 4k, - 1 and + 2 % at 8k, - 2 % and level at 16k). Without a mask the grid is level or ahead (the persistent step
+// is 2.5 % longer in clocks), and at d = 64 the grid runs three consumer groups where the persistent kernel keeps two.
+inline bool persistent_scheduler_by_default(const AttentionShapeParams& s) { return s.mask != CausalMask::none && s.head_dim == 128; }
 
 // dQ, dK, dV from the forward's O and L (fa3_backward.cu): D by fa2's kernel, then a key-tiled pass for dK and dV
 // that also adds dQ's partials into p.dq_accum by atomics (p.deterministic false: fused), or a key-tiled dK/dV pass

@@ -77,6 +77,9 @@ const GpuSubject kGpuSubjects[] = {
     // Fa3Schedules.* checks the same bits; the deterministic
     // two-pass backward a quarter: its bits differ from the fused one's only in dQ's order of fp32 additions)
     {"fa3", "cuda.fa3", {}, cpu::make_cpu_fa3, {Op::fwd, Op::bwd}, 0},
+    // (auto is persistent under causal masks at d = 128: the persistent scheduler everywhere, a quarter; the grid
+    // there runs in fa3_ws_overlap_pingpong below)
+    {"fa3_persistent", "cuda.fa3", {{"scheduler", "persistent"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     {"fa3_bwd_two_pass", "cuda.fa3", {{"bwd", "two_pass"}}, cpu::make_cpu_fa3, {Op::bwd}, 0, 4},
     // (the fused backward with dQ converted after its pass rather than overlapped with it, the default: a quarter)
     {"fa3_dq_convert_after", "cuda.fa3", {{"dq_convert", "after"}}, cpu::make_cpu_fa3, {Op::bwd}, 0, 4},

@@ -1,9 +1,9 @@
 // The forwards' two ways of storing O (Fa3Epilogue): through shared memory and a TMA store per box, or by 4-byte
 // global stores. Both round O / l to nearest with cvt.rn, so they must give the same O and L bits: the grid kernels
 // that stage O (two consumer groups, three at d = 64 under auto, three with P in shared memory at d = 128 with and
-// without turns (the group's barrier then also hands P to P V), the non-overlapped ws, cuda.fa4's grid scheduler,
-// and its persistent one, whose CTAs walk several work tiles here and stage O in the Q buffer that the producer
-// reloads two tiles on), over tails (rows past Nq clipped by the map), masks, GQA and both formats. Stochastic
+// without turns (the group's barrier then also hands P to P V), the non-overlapped ws, cuda.fa3's and cuda.fa4's
+// grid scheduler, and their persistent one, whose CTAs walk several work tiles here and stage O in the Q buffer that
+// the producer reloads two tiles on), over tails (rows past Nq clipped by the map), masks, GQA and both formats. Stochastic
 // rounding always takes the global stores (each element's Philox word); the harness's cases cover those.
 // cuda.fa3.fp8's O by TMA (its block exponents, e4m3 operands) is tested with its own inputs in fa3_fp8_test.cpp
 // (OByTmaGivesTheGlobalStoresBits).
@@ -30,6 +30,8 @@ TEST(Fa3Epilogue, TmaStoreGivesTheGlobalStoresBits) {
       {"cuda.fa3", {"schedule", "ws"}},
       {"cuda.fa3", {"schedule", "ws_overlap_pingpong_3groups_p_shared"}},
       {"cuda.fa3", {"schedule", "ws_overlap_3groups_p_shared"}},
+      {"cuda.fa3", {"scheduler", "grid"}},  // (auto above is persistent under causal masks at d = 128)
+      {"cuda.fa3", {"scheduler", "persistent"}},
       {"cuda.fa4", {"scheduler", "grid"}},
       {"cuda.fa4", {"scheduler", "persistent"}}};
   int compared = 0;

@@ -1,9 +1,8 @@
 // cuda.fa4 against the rules it shares: at tau = 0 without emulation its softmax is FA2's (raise the max whenever
 // it grows), so it must give cuda.fa3's O and L bit for bit; its rescale counter must count what cpu.fa4 counts
-// on the same inputs (both raise a row's max when a tile's max exceeds it by tau or more); its persistent scheduler
-// changes which CTA computes a tile and when, not what: the grid's bits, over shapes with several work tiles per
-// CTA (more tiles than SMs), sections of heads, tails and masks. The harness, the CPU
-// twins and the small-shape sweep run it through the CudaAttention suite (kGpuSubjects).
+// on the same inputs (both raise a row's max when a tile's max exceeds it by tau or more). Its persistent scheduler
+// is persistent_scheduler_test.cpp's. The harness, the CPU twins and the small-shape sweep run it through the
+// CudaAttention suite (kGpuSubjects).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -53,30 +52,6 @@ TEST(Fa4, AtTauZeroWithoutEmulationGivesFa3sBits) {
     }
   }
   std::cout << compared << " cases: cuda.fa4 at tau = 0 gives cuda.fa3's bits\n";
-}
-
-TEST(Fa4, PersistentSchedulerGivesTheGridsBits) {
-  REQUIRE_HOPPER();
-  auto grid = registered_subject("cuda.fa4"), persistent = registered_subject("cuda.fa4");
-  ASSERT_TRUE(grid && persistent) << "cuda.fa4 is registered on Hopper";
-  grid->set_option("scheduler", "grid"), persistent->set_option("scheduler", "persistent");
-  int compared = 0;
-  for (const char* policy : {"bf16", "fp16"}) {
-    for (int d : {64, 128}) {
-      // (B = 3, Hq = 8: 24 (batch, head) pairs; 2000 rows: 16 query tiles, 384 work tiles for about 132 CTAs)
-      for (int nq : {1, 300, 2000}) {
-        for (int nk : {129, 2000}) {
-          for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
-            const gradcheck::Case c = testing::forward_case({3, 8, 2, nq, nk, d, d}, m, policy);
-            testing::expect_forward_bits(*persistent, *grid, c, "the grid scheduler");
-            EXPECT_EQ(rescales_of(*persistent), rescales_of(*grid)) << c.to_string();
-            ++compared;
-          }
-        }
-      }
-    }
-  }
-  std::cout << compared << " cases: the persistent scheduler gives the grid's bits and rescale counts\n";
 }
 
 TEST(Fa4, CountsTheRescalesCpuFa4Counts) {

@@ -178,7 +178,14 @@ std::tuple<at::Tensor, at::Tensor> forward_cuda(const at::Tensor& q, const at::T
   if (is_fa3(kernel)) {
     // (kernel_ready's tensors are TMA-readable: unit stride along D, 16-byte aligned base and strides, none 0)
     TORCH_CHECK(cuda::fa3_supports(f), "flashcheck.", op, ": cuda.fa3 cannot describe these tensors to TMA");
-    launch(op, [&] { cuda::fa3_forward(f, cuda::Fa3Schedule::automatic, current_stream(q)); });  // (cuda.fa3's auto)
+    // (cuda.fa3's auto: schedule and scheduler; the persistent scheduler takes its tiles from a zeroed counter)
+    at::Tensor work_counter;
+    auto scheduler = cuda::Fa3Scheduler::grid;
+    if (cuda::persistent_scheduler_by_default(f.shape)) {
+      work_counter = at::zeros({1}, q.options().dtype(at::kInt));
+      f.work_counter = work_counter.data_ptr<int>(), scheduler = cuda::Fa3Scheduler::persistent;
+    }
+    launch(op, [&] { cuda::fa3_forward(f, cuda::Fa3Schedule::automatic, current_stream(q), 128, cuda::Fa3Epilogue::automatic, scheduler); });
   } else {
     launch(op, [&] { cuda::fa2_forward(f, current_stream(q)); });
   }
