@@ -173,14 +173,15 @@ class AttentionCuda(unittest.TestCase):
 
     def test_forward_and_gradients_match_the_cpu_op(self):
         formats = ((torch.bfloat16, 2.0 ** -8), (torch.float16, 2.0 ** -11))
-        # fa3.fused: dQ summed by fp32 reductions in whatever order they land, within the same bound
-        for (dtype, u), causal, kernel in itertools.product(formats, (False, True), ("fa2", "fa3", "fa3.fused")):
-            with self.subTest(dtype=dtype, causal=causal, kernel=kernel):
-                q, k, v = random_qkv(b=2, hq=4, hkv=2, nq=70, nk=131, d=64, dv=64, dtype=dtype)
+        # fa3.fused: dQ summed by fp32 reductions in whatever order they land, within the same bound; d = 128 causal:
+        # cuda.fa3's forward under the persistent scheduler (its auto)
+        for (dtype, u), causal, kernel, d in itertools.product(formats, (False, True), ("fa2", "fa3", "fa3.fused"), (64, 128)):
+            with self.subTest(dtype=dtype, causal=causal, kernel=kernel, d=d):
+                q, k, v = random_qkv(b=2, hq=4, hkv=2, nq=70, nk=131, d=d, dv=d, dtype=dtype)
                 # [B, N, H, D] memory seen as [B, H, N, D]: the kernels read these strides in place
                 q, k, v = (x.detach().transpose(1, 2).contiguous().transpose(1, 2).requires_grad_() for x in (q, k, v))
                 qc, kc, vc = (x.detach().cuda().requires_grad_() for x in (q, k, v))
-                do = torch.randn(2, 4, 70, 64, dtype=dtype)
+                do = torch.randn(2, 4, 70, d, dtype=dtype)
                 o_cpu = flashcheck.attention(q, k, v, causal=causal, causal_alignment="bottom_right", kernel=kernel)
                 o_gpu = flashcheck.attention(qc, kc, vc, causal=causal, causal_alignment="bottom_right", kernel=kernel)
                 self.assertTrue(o_gpu.is_cuda)
