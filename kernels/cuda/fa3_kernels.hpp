@@ -62,9 +62,10 @@ void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stre
 // The scheduler `auto` takes (cuda.fa3's and cuda.fa4's option, the PyTorch op's cuda.fa3): the persistent one where
 // it measured faster (H200; kernels/cuda/NOTES.md "The persistent forward with O by TMA" and "The persistent
 // scheduler's sections"): under causal masks at d = 128, where its longest-first order shortens the tail (cuda.fa4
-// + 2.7 % over the grid at N = 4k, + 3.4 % at 8k, level at 16k; cuda.fa3, kernel alone, two rounds: + 5 and + 9 % at
-// 4k, - 1 and + 2 % at 8k, - 2 % and level at 16k). Without a mask the grid is level or ahead (the persistent step
-// is 2.5 % longer in clocks), and at d = 64 the grid runs three consumer groups where the persistent kernel keeps two.
+// + 2.7 % over the grid at N = 4k, + 3.4 % at 8k, level at 16k, kernel alone; cuda.fa3 in the bench, three processes
+// against two: + 4 % at 4k, + 3 % at 8k, - 1 % at 16k). Without a mask the grid is level or ahead (the persistent
+// step is 2.5 % longer in clocks), and at d = 64 the grid runs three consumer groups where the persistent kernel keeps
+// two.
 inline bool persistent_scheduler_by_default(const AttentionShapeParams& s) { return s.mask != CausalMask::none && s.head_dim == 128; }
 
 // dQ, dK, dV from the forward's O and L (fa3_backward.cu): D by fa2's kernel, then a key-tiled pass for dK and dV

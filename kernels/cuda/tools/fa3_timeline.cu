@@ -15,8 +15,8 @@
 // launch): the prologue (Q in shared memory to the first turn), the turns, the epilogue (the last P V's turn to O
 // stored), and the span between consecutive tiles' stores on one SM less the tile's steps at the steady period: what a
 // tile costs beyond its steps (the launch, Q's load, the pipeline's fill and drain, the stores), in clocks and steps.
-// --scheduler persistent runs cuda.fa4's persistent grid (one CTA per SM, tiles claimed longest first) with FA3's
-// softmax, so that the two schedulers' tiles compare.
+// --scheduler persistent runs the persistent grid (one CTA per SM, tiles claimed longest first; cuda.fa3's and
+// cuda.fa4's scheduler=persistent) with the chosen rule, so that the two schedulers' tiles compare.
 // Medians over the steady state (loop steps 2 .. n - 3 of a CTA's n = key tiles - 1) of the 8 CTAs with the last
 // query tiles of one head (under a causal mask, the longest). The stamps cost a few percent; the tensor pipe's
 // share is the groups' products at the dense rate (4096 bf16 FLOP per clock per SM) over the period.
@@ -35,7 +35,8 @@
 // --epilogue stores: O by store_rows' 4-byte global stores instead of the launchers' shared memory and TMA store.
 // --turns none: three groups issue without turns (cuda.fa3's ws_overlap_3groups*; e4m3 at d = 128 only, P in shared
 // memory); with P in shared memory each group syncs its own 128 threads there, and the turn wait column is that wait.
-// --section S: the persistent scheduler's (batch, head) pairs per section (its L2 grouping; the launcher's choice otherwise).
+// --section S: the persistent scheduler's (batch, head) pairs per section (the launcher's choice otherwise:
+// persistent_work_tiles, one pair without a mask, L2-sized sections under a causal mask).
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
