@@ -138,6 +138,10 @@ struct TimingRequest {
   Format format = Format::bf16;
   Op op = Op::fwd;  // fwd: the forward; bwd: the backward alone, from a forward's saved O and L
   int warmup = 5;
+  // Warm-up runs go on, past `warmup`, until this many seconds of them have run (each waited for). The GPU's power
+  // controller settles on a scale of time, not of runs: 200 runs of a 0.5 ms kernel left some rounds 10-18 % slow
+  // (kernels/cuda/NOTES.md, "A warm-up in seconds").
+  double warmup_seconds = 0;
   int repeats = 20;
   std::uint64_t seed = 1;
 };

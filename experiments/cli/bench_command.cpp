@@ -1,8 +1,9 @@
 // `flashcheck bench`: attention throughput on the GPU, our kernels and PyTorch's SDPA backends in one
 // run. For each head dim d, sequence length N (= Nq = Nk), mask and format: batch x heads sized to fill
 // the GPU (B = tokens / N, H = head_chars / d, as the FlashAttention papers do), inputs N(0, 1) made on
-// the device, `--preheat` seconds of untimed load before the first point, `--warmup` untimed runs (by default
-// enough to reach the clocks of sustained load, so that the order of the subjects does not bias them), then
+// the device, `--preheat` seconds of untimed load before the first point, `--warmup` untimed runs and more until
+// `--warmup-seconds` have passed (by default enough to reach the clocks of sustained load, so that the order of the
+// subjects does not bias them), then
 // `--repeats` runs timed with device events around each run, the stream held until the run is enqueued so that the
 // host's launch work stays out (kernels/cuda/run_timer.hpp); their median is a round's time. `--rounds` rounds a point
 // (the subjects in turn, the order reversed every other round); a subject's time is the median of its rounds'.
@@ -35,7 +36,7 @@ struct Request {
   std::vector<int> head_dims{64, 128}, lengths{1024, 4096, 16384};
   std::vector<std::string> masks{"none", "causal"}, dtypes{"bf16"};
   int tokens = 16384, head_chars = 2048, warmup = 200, repeats = 20, rounds = 3;
-  double preheat_s = 10;
+  double preheat_s = 10, warmup_s = 0.5;
   std::string baseline = "torch.sdpa.cudnn";  // the side-by-side table's reference subject
   std::uint64_t seed = 1;
   std::string out;
@@ -58,7 +59,7 @@ double preheat(const std::vector<kernels::Subject*>& subjects, kernels::TimingRe
   const auto start = std::chrono::steady_clock::now();
   const auto since = [](std::chrono::steady_clock::time_point t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
   const auto elapsed = [&] { return since(start); };
-  r.warmup = 1, r.repeats = 100;  // (fewer calls, each of which allocates and fills its buffers)
+  r.warmup = 1, r.warmup_seconds = 0, r.repeats = 100;  // (fewer calls, each of which allocates and fills its buffers)
   std::string skipped;
   for (kernels::Subject* s : subjects) {
     if (!s->info().supports(r.format) || !(s->info().supports(kernels::Op::fwd) || s->info().supports(kernels::Op::bwd))) continue;
@@ -116,8 +117,8 @@ int run(const Request& req) {
   const std::string dir = out_request.out_dir("bench");
   std::filesystem::create_directories(dir);
   experiments::RecordWriter writer(dir + "/bench.jsonl", req.overwrite);
-  std::printf("flashcheck bench: %zu subjects, %d round(s) of %d warm-up + %d timed runs each (the median of the rounds' medians), B = %d / N, H = %d / d -> %s\n",
-              subjects.size(), req.rounds, req.warmup, req.repeats, req.tokens, req.head_chars, dir.c_str());
+  std::printf("flashcheck bench: %zu subjects, %d round(s) of %d warm-up runs (and %g s at least) + %d timed runs each (the median of the rounds' medians), B = %d / N, H = %d / d -> %s\n",
+              subjects.size(), req.rounds, req.warmup, req.warmup_s, req.repeats, req.tokens, req.head_chars, dir.c_str());
 
   // table rows: (dtype, d, mask, N) -> subject -> point
   std::map<std::string, std::map<std::string, Point>> table;
@@ -145,7 +146,7 @@ int run(const Request& req) {
           r.shape.batch = std::max(1, req.tokens / n), r.shape.heads_q = r.shape.heads_kv = std::max(1, req.head_chars / d);
           r.shape.seq_q = r.shape.seq_k = n, r.shape.head_dim = r.shape.head_dim_v = d;
           r.mask = mask, r.scale = 1 / std::sqrt(static_cast<double>(d)), r.format = format;
-          r.warmup = req.warmup, r.repeats = req.repeats, r.seed = req.seed;
+          r.warmup = req.warmup, r.warmup_seconds = req.warmup_s, r.repeats = req.repeats, r.seed = req.seed;
           if (row_order.empty()) preheated_s = preheat(subjects, r, req.preheat_s);
           const auto row_key = [&](const std::string& row_dtype) {
             std::ostringstream text;
@@ -224,9 +225,11 @@ int run(const Request& req) {
               j["mask"] = mask_text == "none" ? "none" : "causal_tl";
               j["shape"] = {{"B", r.shape.batch}, {"Hq", r.shape.heads_q}, {"Hkv", r.shape.heads_kv}, {"Nq", n}, {"Nk", n}, {"d", d}, {"dv", d}};
               j["x"] = {{"name", "N"}, {"value", n}};
+              char warmup_seconds_text[32];
+              std::snprintf(warmup_seconds_text, sizeof warmup_seconds_text, "%g", req.warmup_s);
               j["method"] = "device events around each run, the stream held until it is enqueued; the median over " + std::to_string(o.round_medians.size()) +
                             " round(s) (the subjects in turn, the order reversed every other round) of each round's median of " + std::to_string(req.repeats) +
-                            " after " + std::to_string(std::max(1, req.warmup)) + " warm-up runs; " + std::to_string(static_cast<int>(std::lround(preheated_s))) +
+                            " after " + std::to_string(std::max(1, req.warmup)) + " warm-up runs or more, " + warmup_seconds_text + " s of them at least; " + std::to_string(static_cast<int>(std::lround(preheated_s))) +
                             " s of preheat before the first point";
               nlohmann::json rounds = nlohmann::json::array();
               for (double m : o.round_medians) rounds.push_back(experiments::number(m));
@@ -282,6 +285,12 @@ void add_bench_command(CLI::App& app) {
                   "Untimed runs first (at least 1 is run: a kernel's first launch loads its module). The default runs each "
                   "subject into the clocks of sustained load: on an H200, with 5 a subject timed first ran up to 9 % faster "
                   "than when timed after the others; with 200, the two orders' ratios agreed within 5 % (kernels/cuda/NOTES.md)")->capture_default_str()->check(at_least(0));
+  cmd->add_option("--warmup-seconds", req->warmup_s,
+                  "Warm-up runs go on past --warmup until this many seconds of them have run: the power controller settles on a "
+                  "scale of time, not of runs. On an H200 200 runs (0.1 s) of a 0.5 ms forward left one round in three 10-18 % "
+                  "slow, 1000 runs (0.5 s) none (kernels/cuda/NOTES.md, \"A warm-up in seconds\")")
+      ->capture_default_str()
+      ->check(at_least(0));
   cmd->add_option("--preheat", req->preheat_s,
                   "Seconds of untimed load before the first point (the first subject that can time it). On an H200 the first "
                   "point of a run, after only its own warm-up, slowed by 4-20 % in steps halfway through its timed runs; "

@@ -169,6 +169,7 @@ TEST(Cli, OutOfBoundsNumbersNameTheBound) {
       {"bench --preheat nan", "must be at least 0, not nan"},
       {"bench --repeats many", "'many' is not a number"},
       {"bench --rounds 0", "--rounds: must be at least 1, not 0"},
+      {"bench --warmup-seconds -1", "--warmup-seconds: must be at least 0, not -1"},
       {"oracle-check --cases -1", "must be at least 0, not -1"},
   };
   for (const auto& r : refused) {

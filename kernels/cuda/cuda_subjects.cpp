@@ -150,7 +150,7 @@ class CudaAttentionSubject : public Subject {
     Timing timing;
     timing.device_bytes = static_cast<double>(q.bytes() + k.bytes() + v.bytes() + o.bytes() + lse.bytes() + fws.bytes());
     if (r.op == Op::fwd) {
-      timing.milliseconds = time_runs(who, r.warmup, r.repeats, [&] { forward(f, nullptr); });
+      timing.milliseconds = time_runs(who, r.warmup, r.warmup_seconds, r.repeats, [&] { forward(f, nullptr); });
       return timing;
     }
     launch(who, "forward", [&] { forward(f, nullptr); });
@@ -165,7 +165,7 @@ class CudaAttentionSubject : public Subject {
     b.dq = contiguous_out(dq, sh.heads_q, sh.seq_q), b.dk = contiguous_out(dk, sh.heads_kv, sh.seq_k);
     b.dv = contiguous_out(dv, sh.heads_kv, sh.seq_k);
     timing.device_bytes += static_cast<double>(dout.bytes() + dq.bytes() + dk.bytes() + dv.bytes() + bws.bytes());
-    timing.milliseconds = time_runs(who, r.warmup, r.repeats, [&] { backward(b, nullptr); });
+    timing.milliseconds = time_runs(who, r.warmup, r.warmup_seconds, r.repeats, [&] { backward(b, nullptr); });
     return timing;
   }
 

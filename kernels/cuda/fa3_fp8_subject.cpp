@@ -169,7 +169,7 @@ class CudaFa3Fp8 final : public Subject {
     f.p.o = StridedOut{o.get(), o_view.batch, o_view.head, o_view.row}, f.p.lse = static_cast<float*>(lse.get());
     Timing timing;
     timing.device_bytes = static_cast<double>(q.bytes() + k.bytes() + v.bytes() + o.bytes() + lse.bytes() + ops.bytes());
-    timing.milliseconds = time_runs(who, r.warmup, r.repeats, [&] {
+    timing.milliseconds = time_runs(who, r.warmup, r.warmup_seconds, r.repeats, [&] {
       if (scaled_) {
         prepare_all();
       } else if (!ops.v_in_kernel) {

@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -66,12 +67,14 @@ class RunTimer {
   int* device_flags_ = nullptr;
 };
 
-// Device times of `run` in milliseconds, one per repeat (RunTimer), after `warmup` untimed runs (each waited for; at
-// least one, which loads the kernels' modules, above); a failure becomes a SubjectError naming `who`. The CUDA subjects
-// launch on the legacy default stream.
+// Device times of `run` in milliseconds, one per repeat (RunTimer), after untimed runs (each waited for): `warmup` of
+// them (at least one, which loads the kernels' modules, above), and more until `warmup_seconds` have passed since the
+// first began. A failure becomes a SubjectError naming `who`. The CUDA subjects launch on the legacy default stream.
 template <class F>
-std::vector<double> time_runs(const std::string& who, int warmup, int repeats, F&& run) {
-  for (int i = 0; i < std::max(1, warmup); ++i) run_kernels(who, "warm-up", run);
+std::vector<double> time_runs(const std::string& who, int warmup, double warmup_seconds, int repeats, F&& run) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto warm_enough = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= warmup_seconds; };
+  for (int i = 0; i < std::max(1, warmup) || !warm_enough(); ++i) run_kernels(who, "warm-up", run);
   RunTimer timer(who, nullptr);
   std::vector<double> ms;
   for (int i = 0; i < repeats; ++i) ms.push_back(timer.time(run));

@@ -22,6 +22,7 @@
 #include <torch/cuda.h>
 
 #include <algorithm>
+#include <chrono>
 #include <mutex>
 #include <string>
 
@@ -158,7 +159,17 @@ class SdpaSubject final : public Subject {
   static std::vector<double> timed([[maybe_unused]] const std::string& who, const TimingRequest& r, F&& run) {
     const c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
     const c10::Stream stream = guard.getStream(c10::Device(c10::DeviceType::CUDA, 0));
+    const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < std::max(1, r.warmup); ++i) run();  // (at least one: the first launches load modules, run_timer.hpp)
+    // (then r.warmup_seconds in all: these runs are not waited for one by one, so the host waits for them in batches
+    // of 8 and reads the clock between batches)
+    if (r.warmup_seconds > 0) {
+      stream.synchronize();
+      while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < r.warmup_seconds) {
+        for (int i = 0; i < 8; ++i) run();
+        stream.synchronize();
+      }
+    }
     std::vector<double> ms;
 #if FLASHCHECK_HAVE_CUDA
     // (the stream held while the host enqueues each run, as for the CUDA subjects: autograd's and the allocator's host

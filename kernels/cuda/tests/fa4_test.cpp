@@ -22,14 +22,8 @@
 namespace fc::kernels::cuda {
 namespace {
 
+using testing::counter_of;
 using testing::registered_subject;
-
-double rescales_of(const Subject& s) {
-  for (const Counter& c : s.counters()) {
-    if (c.name == "rescales") return c.value;
-  }
-  return -1;
-}
 
 TEST(Fa4, AtTauZeroWithoutEmulationGivesFa3sBits) {
   REQUIRE_HOPPER();
@@ -71,7 +65,7 @@ TEST(Fa4, CountsTheRescalesCpuFa4Counts) {
       const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
       gradcheck::Caller(*gpu, c).fwd(in.q, in.k, in.v);
       gradcheck::Caller(*cpu, c).fwd(in.q, in.k, in.v);
-      const double g = rescales_of(*gpu), w = rescales_of(*cpu);
+      const double g = counter_of(*gpu, "rescales"), w = counter_of(*cpu, "rescales");
       ASSERT_GE(g, 0) << "cuda.fa4 reports no rescales counter";
       // The two compute a tile's max from S summed in different orders (tensor-core trees against increasing
       // order): a decision can flip only where tile_max - m lies within a few fp32 ulps of tau, so the counts

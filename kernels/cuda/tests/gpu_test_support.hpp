@@ -47,6 +47,14 @@ inline std::unique_ptr<Subject> registered_subject(const std::string& name) {
   return nullptr;
 }
 
+// The value of the subject's counter of that name after its last run; -1 when it has none (cuda.fa3 counts nothing).
+inline double counter_of(const Subject& s, const std::string& name) {
+  for (const Counter& c : s.counters()) {
+    if (c.name == name) return c.value;
+  }
+  return -1;
+}
+
 // The entries of `got` that differ from `want` (-inf equals -inf: L of a row that sees no key), and the first.
 struct Difference {
   std::size_t count = 0, first = 0;

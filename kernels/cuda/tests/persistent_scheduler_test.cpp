@@ -16,14 +16,8 @@
 namespace fc::kernels::cuda {
 namespace {
 
+using testing::counter_of;
 using testing::registered_subject;
-
-double counter_of(const Subject& s, const std::string& name) {
-  for (const Counter& c : s.counters()) {
-    if (c.name == name) return c.value;
-  }
-  return -1;  // (cuda.fa3 counts nothing)
-}
 
 class PersistentScheduler : public ::testing::TestWithParam<const char*> {};
 

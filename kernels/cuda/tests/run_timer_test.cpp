@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "kernels/cuda/run_timer.hpp"
 #include "kernels/cuda/tests/gpu_test_support.hpp"
@@ -112,6 +113,33 @@ TEST(RunTimer, AnyOtherExceptionPassesThroughOnceTheStreamIsIdle) {
   RunTimer timer("throwing-subject", nullptr);
   EXPECT_THROW((void)timer.time([] { throw std::logic_error("not a launch failure"); }), std::logic_error);
   expect_the_stream_idle_when_the_exception_arrives([] { throw std::logic_error("not a launch failure"); });
+}
+
+// time_runs' warm-up: `warmup` runs when no seconds are asked for; with seconds, as many more runs as it takes, so the
+// timed runs start no earlier than that many seconds after the first warm-up run.
+TEST(TimeRuns, WarmsUpForTheRunsAndTheSecondsAsked) {
+  REQUIRE_GPU();
+  Scratch buffer(1 << 20);
+  int calls = 0;
+  EXPECT_EQ(time_runs("test", 3, 0.0, 2, [&] {
+              ++calls;
+              must(cudaMemsetAsync(buffer.p, 0, 1 << 20, nullptr));
+            }).size(),
+            2u);
+  EXPECT_EQ(calls, 3 + 2);
+
+  calls = 0;
+  std::chrono::steady_clock::time_point first_call, last_call;
+  constexpr double kSeconds = 0.2;
+  const std::vector<double> ms = time_runs("test", 1, kSeconds, 2, [&] {
+    if (calls == 0) first_call = std::chrono::steady_clock::now();
+    ++calls;
+    last_call = std::chrono::steady_clock::now();  // (the last call is a timed run, after the whole warm-up)
+    must(cudaMemsetAsync(buffer.p, 0, 1 << 20, nullptr));
+  });
+  EXPECT_EQ(ms.size(), 2u);
+  EXPECT_GT(calls, 1 + 2) << "a 1 MiB memset takes microseconds: 0.2 s of warm-up needs more than one run";
+  EXPECT_GE(std::chrono::duration<double>(last_call - first_call).count(), kSeconds);
 }
 
 TEST(RunTimer, RefusesAHoldLimitOutsideItsRange) {
