@@ -159,16 +159,15 @@ class SdpaSubject final : public Subject {
   static std::vector<double> timed([[maybe_unused]] const std::string& who, const TimingRequest& r, F&& run) {
     const c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
     const c10::Stream stream = guard.getStream(c10::Device(c10::DeviceType::CUDA, 0));
+    // Warm-up: r.warmup runs (at least one: the first launches load modules, run_timer.hpp), and more until
+    // r.warmup_seconds have passed, each waited for, as the CUDA subjects' (time_runs) and as the timed runs below are:
+    // at the card's power limit the clock settles to the load's duty cycle, and runs queued back to back would leave
+    // this subject timed at a clock the others' warm-up did not bring theirs to.
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < std::max(1, r.warmup); ++i) run();  // (at least one: the first launches load modules, run_timer.hpp)
-    // (then r.warmup_seconds in all: these runs are not waited for one by one, so the host waits for them in batches
-    // of 8 and reads the clock between batches)
-    if (r.warmup_seconds > 0) {
+    const auto warm_enough = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= r.warmup_seconds; };
+    for (int i = 0; i < std::max(1, r.warmup) || !warm_enough(); ++i) {
+      run();
       stream.synchronize();
-      while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < r.warmup_seconds) {
-        for (int i = 0; i < 8; ++i) run();
-        stream.synchronize();
-      }
     }
     std::vector<double> ms;
 #if FLASHCHECK_HAVE_CUDA
