@@ -139,8 +139,8 @@ struct TimingRequest {
   Op op = Op::fwd;  // fwd: the forward; bwd: the backward alone, from a forward's saved O and L
   int warmup = 5;
   // Warm-up runs go on, past `warmup`, until this many seconds of them have run (each waited for). The GPU's power
-  // controller settles on a scale of time, not of runs: 200 runs of a 0.5 ms kernel left some rounds 10-18 % slow
-  // (kernels/cuda/NOTES.md, "A warm-up in seconds").
+  // controller settles on a scale of time, not of runs: after 200 runs (0.1 s) of a 0.5 ms forward its bench rounds
+  // spread by 15-18 %, after 1000 (0.5 s) by 1-1.5 % (H200; kernels/cuda/NOTES.md, "A warm-up in seconds").
   double warmup_seconds = 0;
   int repeats = 20;
   std::uint64_t seed = 1;

@@ -287,8 +287,8 @@ void add_bench_command(CLI::App& app) {
                   "than when timed after the others; with 200, the two orders' ratios agreed within 5 % (kernels/cuda/NOTES.md)")->capture_default_str()->check(at_least(0));
   cmd->add_option("--warmup-seconds", req->warmup_s,
                   "Warm-up runs go on past --warmup until this many seconds of them have run: the power controller settles on a "
-                  "scale of time, not of runs. On an H200 200 runs (0.1 s) of a 0.5 ms forward left one round in three 10-18 % "
-                  "slow, 1000 runs (0.5 s) none (kernels/cuda/NOTES.md, \"A warm-up in seconds\")")
+                  "scale of time, not of runs. On an H200, after 200 warm-up runs (0.1 s) of a 0.5 ms forward its rounds spread by "
+                  "15-18 %, after 1000 (0.5 s) by 1-1.5 % (kernels/cuda/NOTES.md, \"A warm-up in seconds\")")
       ->capture_default_str()
       ->check(at_least(0));
   cmd->add_option("--preheat", req->preheat_s,

@@ -163,8 +163,8 @@ class SdpaSubject final : public Subject {
     // r.warmup_seconds have passed, each waited for, as the CUDA subjects' (time_runs) and as the timed runs below are:
     // at the card's power limit the clock settles to the load's duty cycle, and runs queued back to back would leave
     // this subject timed at a clock the others' warm-up did not bring theirs to.
-    const auto start = std::chrono::steady_clock::now();
-    const auto warm_enough = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= r.warmup_seconds; };
+    const auto warmup_start = std::chrono::steady_clock::now();
+    const auto warm_enough = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - warmup_start).count() >= r.warmup_seconds; };
     for (int i = 0; i < std::max(1, r.warmup) || !warm_enough(); ++i) {
       run();
       stream.synchronize();
