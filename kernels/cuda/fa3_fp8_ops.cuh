@@ -75,36 +75,36 @@ struct E4m3Ops {
 
   // (VInKernel) V's tile as TMA landed it (128 keys x d bytes; rows of d bytes in the 128- or 64-byte swizzle, as K's)
   // into V^T's (d rows x 128 slots, the 128-byte swizzle, slot s of every 32 holding key fp8_key_of_slot(s)): the bytes
-  // transpose_v_e4m3 writes, by the producer warpgroup's 128 threads (`thread`). Warp w takes keys 32 w .. 32 w + 31;
-  // lane (quad, word) the 4 keys of slot word `word` (fp8_key_of_slot: 2 t, 2 t + 1, 2 t + 8, 2 t + 9 in the 16 of
-  // word / 4) and 4 of d's rows in each 16: four 4-byte loads (one per key, 4 rows), a 4 x 4 byte transpose (8 PRMT),
-  // four 4-byte stores (one per row, 4 slots). Loads and stores are at most 2-way bank conflicted.
+  // transpose_v_e4m3 writes, by the producer warpgroup's 128 threads (`thread`), FA3's way. Warp w takes keys
+  // 32 w .. 32 w + 31 and, in step m, d's bytes 16 m .. 16 m + 15. Read as 16-bit elements, V's rows of 8 keys are 8 x 8
+  // matrices; ldmatrix.trans gives lane l (c = l / 4, q = l % 4) of matrix i the bytes (key 2 q, d 2 c), (2 q, 2 c + 1),
+  // (2 q + 1, 2 c), (2 q + 1, 2 c + 1) of keys 8 i .. 8 i + 7 (PTX ISA, ldmatrix's fragment layout). Slots 4 q .. 4 q + 3
+  // of a 16 hold keys 2 q, 2 q + 1, 2 q + 8, 2 q + 9 (fp8_key_of_slot), so matrices i and i + 1 give V^T row 2 c's word
+  // by PRMT 0x6420 and row 2 c + 1's by 0x7531, and stmatrix puts lane l's word of matrix j at row c, bytes 4 q of
+  // j's 8 rows: rows 16 m + 2 r (+ 1), slots 32 w (+ 16). The loads are free of bank conflicts (8 keys' 16 bytes in 8
+  // different 16-byte groups under either swizzle); the stores are 2-way (rows 2 r of a 128-byte swizzle fall in 4 groups).
   __device__ static void transform_v(const unsigned char* raw, unsigned char* vt, int thread) {
     static_assert(VInKernel && BlockN == 128);
-    const int warp = thread / 32, word = thread % 8, quad = (thread % 32) / 8;
-    const int key0 = 32 * warp + 16 * (word / 4) + 2 * (word % 4);
+    const int warp = thread / 32, lane = thread % 32, i = lane / 8, r = lane % 8;
     const std::uint32_t raw_base = smem_address(raw), vt_base = smem_address(vt);
     // byte offsets in the swizzled tiles: 16-byte chunk bits 4.. XORed with the 128-byte row bits 7.. (D / 16 chunks a row
     // of V's; V^T's rows are 128 slots)
     const auto raw_at = [](int key, int col) { const int a = key * D + col; return a ^ (((a >> 7) & (D / 16 - 1)) << 4); };
     const auto vt_at = [](int row, int slot) { const int a = row * 128 + slot; return a ^ (((a >> 7) & 7) << 4); };
-    const int slot = 32 * warp + 4 * word;
+    const int load_key = 32 * warp + 8 * i + r;                          // ldmatrix: lane 8 i + r gives matrix i's row r
+    const int store_row = 2 * r + (i % 2), store_slot = 32 * warp + 16 * (i / 2);  // stmatrix: matrix j = i's row r
 #pragma unroll 1
     for (int m = 0; m < D / 16; ++m) {
-      const int col = 16 * m + 4 * quad;
-      std::uint32_t w[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int key = key0 + (i % 2) + 8 * (i / 2);
-        asm volatile("ld.shared.b32 %0, [%1];" : "=r"(w[i]) : "r"(raw_base + raw_at(key, col)) : "memory");
-      }
-      // rows col + r: byte r of w[0], w[1], w[2], w[3] (slots 4 t .. 4 t + 3 of the word)
-      const std::uint32_t lo01 = __byte_perm(w[0], w[1], 0x5140), hi01 = __byte_perm(w[0], w[1], 0x7362);
-      const std::uint32_t lo23 = __byte_perm(w[2], w[3], 0x5140), hi23 = __byte_perm(w[2], w[3], 0x7362);
-      const std::uint32_t rows[4] = {__byte_perm(lo01, lo23, 0x5410), __byte_perm(lo01, lo23, 0x7632), __byte_perm(hi01, hi23, 0x5410),
-                                     __byte_perm(hi01, hi23, 0x7632)};
-#pragma unroll
-      for (int r = 0; r < 4; ++r) asm volatile("st.shared.b32 [%0], %1;" ::"r"(vt_base + vt_at(col + r, slot)), "r"(rows[r]) : "memory");
+      std::uint32_t v[4];
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+                   : "r"(raw_base + raw_at(load_key, 16 * m))
+                   : "memory");
+      const std::uint32_t even0 = __byte_perm(v[0], v[1], 0x6420), odd0 = __byte_perm(v[0], v[1], 0x7531);
+      const std::uint32_t even1 = __byte_perm(v[2], v[3], 0x6420), odd1 = __byte_perm(v[2], v[3], 0x7531);
+      asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(vt_base + vt_at(16 * m + store_row, store_slot)),
+                   "r"(even0), "r"(odd0), "r"(even1), "r"(odd1)
+                   : "memory");
     }
   }
 
