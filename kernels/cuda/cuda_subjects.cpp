@@ -306,29 +306,6 @@ class CudaFa1 final : public CudaAttentionSubject {
   bool needs_dq_accum() const override { return true; }
 };
 
-// Device words a forward's kernels take zeroed (cuda.fa4's rescale count, the persistent scheduler's work counter):
-// one allocation, made at the first call and cleared on the call's stream before each launch.
-class ZeroedDeviceWords {
- public:
-  explicit ZeroedDeviceWords(std::size_t bytes) : bytes_(bytes) {}
-  ~ZeroedDeviceWords() {
-    if (data_ != nullptr) cudaFree(data_);
-  }
-  ZeroedDeviceWords(const ZeroedDeviceWords&) = delete;
-  ZeroedDeviceWords& operator=(const ZeroedDeviceWords&) = delete;
-
-  unsigned char* cleared(cudaStream_t stream, const std::string& who) {
-    if (data_ == nullptr) check_cuda(cudaMalloc(&data_, bytes_), who, "allocating its device counters");
-    check_cuda(cudaMemsetAsync(data_, 0, bytes_, stream), who, "clearing its device counters");
-    return static_cast<unsigned char*>(data_);
-  }
-  const void* data() const { return data_; }  // (nullptr before the first call)
-
- private:
-  std::size_t bytes_;
-  void* data_ = nullptr;
-};
-
 // The option `scheduler` of cuda.fa3 and cuda.fa4 (auto: persistent_scheduler_by_default, fa3_kernels.hpp).
 const char* const kSchedulerHelp =
     "grid: one CTA per 128-row query tile; persistent: one CTA per SM walking the tiles longest first (under a causal mask "

@@ -52,6 +52,30 @@ class DeviceBuffer {
   std::size_t bytes_ = 0;
 };
 
+// Device words a forward's kernels take zeroed (cuda.fa4's rescale count, the persistent scheduler's work
+// counter of cuda.fa3, cuda.fa4 and cuda.fa3.fp8): one allocation, made at the first call and cleared on the
+// call's stream before each launch.
+class ZeroedDeviceWords {
+ public:
+  explicit ZeroedDeviceWords(std::size_t bytes) : bytes_(bytes) {}
+  ~ZeroedDeviceWords() {
+    if (data_ != nullptr) cudaFree(data_);
+  }
+  ZeroedDeviceWords(const ZeroedDeviceWords&) = delete;
+  ZeroedDeviceWords& operator=(const ZeroedDeviceWords&) = delete;
+
+  unsigned char* cleared(cudaStream_t stream, const std::string& who) {
+    if (data_ == nullptr) check_cuda(cudaMalloc(&data_, bytes_), who, "allocating its device counters");
+    check_cuda(cudaMemsetAsync(data_, 0, bytes_, stream), who, "clearing its device counters");
+    return static_cast<unsigned char*>(data_);
+  }
+  const void* data() const { return data_; }  // (nullptr before the first call)
+
+ private:
+  std::size_t bytes_;
+  void* data_ = nullptr;
+};
+
 // A host input on the device. A view with a unit stride along D and strides that keep rows 16-byte
 // aligned is copied as the memory it spans and keeps its strides (so the kernels' strided reads are
 // what the harness's [B, N, H, D] layout exercises); any other view is packed to contiguous

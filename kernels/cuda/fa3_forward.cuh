@@ -852,15 +852,20 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   // complete, and (an e4m3 Q holds one box of a 16-bit O at d = 128) its P tile, free once its last P V is complete
   // (the group's barrier before store_rows_by_tma orders every warp's waits for both before any thread's writes).
   // (FP8 at d = 64, or with P in registers: the group's tiles hold no whole 16-bit box, or too few: store_rows.)
-  // The persistent kernel stages in its Q tile only, and since the producer reloads that buffer with the Q of the work
+  // The persistent kernel stages in its Q tile, and since the producer reloads that buffer with the Q of the work
   // tile after next, the group releases the buffer (q_empty) only once the store has read it: its first thread waits
   // for the store's reads after issuing the next work tile's first S (release_staged_q), and arrives for the group's
-  // four warps. Without the staging each warp releases the buffer as its last product completes.
-  constexpr bool kCanStageO = kOStagingFits<Ops> && (!Persistent || kOBoxesInQ<Ops> >= D / 64);
+  // four warps. Without the staging each warp releases the buffer as its last product completes. Where the Q tile holds
+  // fewer boxes than O (e4m3's Q, one of two), the rest is staged in the group's P tile, which the next work tile's first
+  // pack rewrites: the group meets at its barrier before that pack (kStagedInP), so the issuer's wait comes first. The
+  // epilogue's own barrier orders it before a store's writes where a work tile has no key tiles.
+  constexpr bool kCanStageO = kOStagingFits<Ops>;
+  constexpr bool kStagedInP = Persistent && kOBoxesInQ<Ops> < D / 64;
   const bool o_by_tma = kCanStageO && work.o_by_tma;
   static_assert(!Persistent || Overlap, "the persistent kernel runs the overlapped loop (release_staged_q's place)");
   const bool issuer = threadIdx.x % 128 == 0;
   int staged_q = -1;  // (persistent, O by TMA) the Q buffer whose staged O the issuer's last store may still read
+  bool p_tile_read = false;  // (kStagedInP) the issuer has waited for the store's reads of the P tile; the group has not met since
   const auto release_staged_q = [&] {
     if (Persistent && staged_q >= 0) {
       if (issuer) {
@@ -868,6 +873,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         mbarrier_arrive_count(&q_empty[staged_q], kReleasers / kGroups);  // (the group's warps' arrivals)
       }
       staged_q = -1;
+      p_tile_read = kStagedInP;
     }
   };
   // The group's own barrier (128 threads; numbered after the turns'): the epilogue's, and without turns the one that
@@ -964,6 +970,10 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         if (releaser) mbarrier_arrive(&k_empty[kv % Stages]);
         float alpha[2];
         softmax_tile<Rule>(sc, st, alpha, 0, th, s, scale2_first);  // (O is still 0: alpha is not needed)
+        if (kStagedInP && p_tile_read) {
+          named_barrier_sync(group_barrier, 128);  // (the previous work tile's O read from the P tile: kStagedInP)
+          p_tile_read = false;
+        }
         Ops::pack(pa, sc, sPg);
       }
       timeline.mark_tile(group, item, kTileLoop);

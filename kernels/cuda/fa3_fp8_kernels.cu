@@ -25,6 +25,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -144,18 +145,33 @@ void require_grid(int heads, int batch, const char* what) {
 // o_map: O's map where work.o_by_tma (the kernel stages O only where its Q and P tiles hold it: PShared).
 // Turns: the consumer groups take turns to issue (fa3_fp8_takes_turns).
 // VInKernel: V's tiles as stored, transposed by the producer warpgroup (fa3_fp8_transposes_v_in_kernel).
-template <class Out, int D, int BlockN = kBlockN, bool PShared = false, int Groups = kForwardGroups<D>, bool Turns = true, bool VInKernel = false>
+// Persistent: one CTA per SM walking the work tiles longest first (fa3_fp8_persistent), the kernel with P in shared
+// memory, no turns and V^T from the pass only.
+template <class Out, int D, int BlockN = kBlockN, bool PShared = false, int Groups = kForwardGroups<D>, bool Turns = true, bool VInKernel = false,
+          bool Persistent = false>
 void launch_fp8(const Fp8TensorMaps& m, const WorkTiles& work, const ForwardParams& p, const BlockExponents& ex, cudaStream_t stream) {
   using Ops = E4m3Ops<Out, D, BlockN, PShared, VInKernel>;
   constexpr int kStages = 2, kGroups = Groups;
   using Layout = WsLayout<kGroups>;
-  constexpr std::size_t bytes = ws_smem_bytes<Ops, kStages, false, kGroups>();
+  constexpr std::size_t bytes = ws_smem_bytes<Ops, kStages, Persistent, kGroups>();
   static_assert(bytes <= kSm90SharedBytesPerBlock, "cuda.fa3.fp8: shared memory beyond sm_90's 227 KiB per block");
   static_assert(!PShared || kOStagingFits<Ops>, "P's tile and Q's hold O's staging boxes (fa3_fp8_o_by_tma's rule)");
   static_assert(Turns || PShared, "without turns: P in shared memory only (fa3_fp8_takes_turns' rule)");
-  auto* kernel = fa3_forward_ws_kernel<Ops, kStages, true, Turns, Fa3Rule, false, kGroups>;
+  static_assert(!Persistent || (PShared && !Turns && !VInKernel), "persistent: fa3_fp8_persistent_supported's kernel");
+  auto* kernel = fa3_forward_ws_kernel<Ops, kStages, true, Turns, Fa3Rule, Persistent, kGroups>;
   allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3.fp8");
-  kernel<<<grid_of(p.shape, Layout::kCtaRows, "cuda.fa3.fp8"), Layout::kThreads, bytes, stream>>>(m.q, m.k, m.vt, m.o, p, work, ex, NoTimeline{});
+  const dim3 grid = grid_of(p.shape, Layout::kCtaRows, "cuda.fa3.fp8");
+  if constexpr (Persistent) {
+    int device = 0, l2_bytes = 0;
+    const int sms = device_sm_count("cuda.fa3.fp8");
+    check_launch_result(cudaGetDevice(&device), "cuda.fa3.fp8");
+    check_launch_result(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device), "cuda.fa3.fp8");
+    WorkTiles tiles = persistent_work_tiles(p.shape, static_cast<int>(grid.x), 1, l2_bytes);  // (K and V in e4m3: a byte each)
+    tiles.o_by_tma = work.o_by_tma;
+    kernel<<<std::min(tiles.m_tiles * tiles.pairs, sms), Layout::kThreads, bytes, stream>>>(m.q, m.k, m.vt, m.o, p, tiles, ex, NoTimeline{});
+  } else {
+    kernel<<<grid, Layout::kThreads, bytes, stream>>>(m.q, m.k, m.vt, m.o, p, work, ex, NoTimeline{});
+  }
 }
 
 // One launch's arguments, and the two choices made at run time: O's type, and whether V is transposed in the kernel.
@@ -165,10 +181,17 @@ struct Fp8Launch {
   const ForwardParams& p;
   const BlockExponents& ex;
   cudaStream_t stream;
-  bool fp16, v_in_kernel;
+  bool fp16, v_in_kernel, persistent;
 };
 template <int D, int BlockN = kBlockN, bool PShared = false, int Groups = kForwardGroups<D>, bool Turns = true>
 void launch_fp8_kernel(const Fp8Launch& l) {
+  if constexpr (PShared && !Turns) {
+    if (l.persistent) {
+      l.fp16 ? launch_fp8<__half, D, BlockN, PShared, Groups, Turns, false, true>(l.m, l.work, l.p, l.ex, l.stream)
+             : launch_fp8<__nv_bfloat16, D, BlockN, PShared, Groups, Turns, false, true>(l.m, l.work, l.p, l.ex, l.stream);
+      return;
+    }
+  }
   if constexpr (fp8_v_in_kernel_supported(BlockN)) {
     if (l.v_in_kernel) {
       l.fp16 ? launch_fp8<__half, D, BlockN, PShared, Groups, Turns, true>(l.m, l.work, l.p, l.ex, l.stream)
@@ -198,8 +221,17 @@ bool fa3_fp8_o_by_tma(const Fp8ForwardParams& f) { return f.epilogue == Fa3Epilo
 bool fa3_fp8_takes_turns(const Fp8ForwardParams& f) { return f.turns == Fp8Turns::ring || !fa3_fp8_p_from_shared(f); }
 
 // automatic: the pass. The producer warpgroup's transpose lengthened the FP8 step by 450 SM clocks (the kernel 18-20 %
-// slower, H200), against the pass's 1-4 % of the bench's FP8 time (NOTES "V transposed in the kernel").
+// slower, H200), against the pass's 1-4 % of the bench's FP8 time (NOTES "V transposed in the kernel"); FA3's way of
+// it (ldmatrix.trans, stmatrix) still leaves the kernel 2-7 % behind the pass and the kernel together.
 bool fa3_fp8_transposes_v_in_kernel(const Fp8ForwardParams& f) { return f.v_transpose == Fp8VTranspose::kernel; }
+
+bool fa3_fp8_persistent_supported(const Fp8ForwardParams& f) {
+  return fa3_fp8_p_from_shared(f) && !fa3_fp8_takes_turns(f) && !fa3_fp8_transposes_v_in_kernel(f);
+}
+bool fa3_fp8_persistent(const Fp8ForwardParams& f) {
+  return f.scheduler == Fp8Scheduler::persistent ||
+         (f.scheduler == Fp8Scheduler::automatic && persistent_scheduler_by_default(f.p.shape) && fa3_fp8_persistent_supported(f));
+}
 
 Fp8TensorMaps fa3_fp8_tensor_maps(const Fp8ForwardParams& f) {
   const ForwardParams& p = f.p;
@@ -254,6 +286,15 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
   if (v_in_kernel && (!strides_of(f.v, s.batch, s.heads_kv, s.seq_k, s.head_dim).valid(16) || reinterpret_cast<std::uintptr_t>(f.v.data) % 16 != 0)) {
     throw std::runtime_error("cuda.fa3.fp8: V (read by the kernel) needs a 16-byte aligned base and strides that are multiples of 16 bytes");
   }
+  const bool persistent = fa3_fp8_persistent(f);
+  if (persistent && !fa3_fp8_persistent_supported(f)) {
+    throw std::runtime_error(
+        "cuda.fa3.fp8: the persistent scheduler runs the kernel with P in shared memory, no turns and V^T from the pass only (head dim 128, block_k 128, "
+        "p_operand auto or shared, turns auto or none, v_transpose auto or pass)");
+  }
+  if (persistent && p.work_counter == nullptr) {
+    throw std::runtime_error("cuda.fa3.fp8: the persistent scheduler needs a work counter (ForwardParams::work_counter, 0 at the launch)");
+  }
   const Fp8TensorMaps m = fa3_fp8_tensor_maps(f);
   const BlockExponents ex{f.q_exponents, f.k_exponents, f.v_exponents, (s.seq_q + kFp8BlockRows - 1) / kFp8BlockRows, (s.seq_k + f.block_k - 1) / f.block_k};
   const bool fp16 = p.type == StorageType::fp16;
@@ -261,7 +302,7 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
   work.o_by_tma = fa3_fp8_o_by_tma(f);
   work.ctas_in_flight = device_sm_count("cuda.fa3.fp8 forward");
   const int d = s.head_dim;
-  const Fp8Launch l{m, work, p, ex, stream, fp16, v_in_kernel};
+  const Fp8Launch l{m, work, p, ex, stream, fp16, v_in_kernel, persistent};
   if (fa3_fp8_p_from_shared(f)) {
     fa3_fp8_takes_turns(f) ? launch_fp8_kernel<128, 128, true, 3>(l) : launch_fp8_kernel<128, 128, true, 3, false>(l);
   } else if (d == 128 && f.block_k == 224) {

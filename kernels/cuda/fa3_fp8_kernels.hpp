@@ -47,6 +47,13 @@ enum class Fp8Turns : std::uint8_t { automatic, ring, none };
 // the kernel"), so automatic is the pass. The same bits either way.
 enum class Fp8VTranspose : std::uint8_t { automatic, pass, kernel };
 constexpr bool fp8_v_in_kernel_supported(int block_k) { return block_k == 128; }
+// Which CTA computes a query tile: grid (one CTA per tile) or persistent (one CTA per SM walking the tiles longest
+// first, cuda.fa3's and cuda.fa4's scheduler: fa3_forward.cuh's WorkTiles), the latter for the kernel with P in shared
+// memory, no turns and V^T from the pass only (auto's kernel at d = 128 with block_k 128). automatic: persistent under
+// causal masks where that kernel runs (persistent_scheduler_by_default; kernels/cuda/NOTES.md "The FP8 forward's
+// persistent scheduler"), grid elsewhere. The persistent one takes its tiles from *p.work_counter, which must be 0 at
+// the launch. The same bits either way.
+enum class Fp8Scheduler : std::uint8_t { automatic, grid, persistent };
 
 struct Fp8ForwardParams {
   ForwardParams p;  // shape, O (p.type: bf16 or fp16), L, rounding; p.q and p.k: e4m3 (element strides = bytes)
@@ -60,6 +67,7 @@ struct Fp8ForwardParams {
   // rounded to nearest and TMA can write it (fa3_fp8_o_by_tma); store_rows' 4-byte stores otherwise. The same bits.
   Fa3Epilogue epilogue = Fa3Epilogue::automatic;
   Fp8Turns turns = Fp8Turns::automatic;
+  Fp8Scheduler scheduler = Fp8Scheduler::automatic;
   // Block exponents (values = e4m3 x 2^e): Q [B, Hq, ceil(Nq / 128)], K and V [B, Hkv, ceil(Nk / block_k)]. The caller
   // keeps each head's V exponents within 64 of each other (O is carried in the current V block's scale) and Q's plus
   // K's below fp32's exponent range (they scale the softmax's scale); the subject checks both.
@@ -77,6 +85,10 @@ bool fa3_fp8_o_by_tma(const Fp8ForwardParams& f);
 // Whether fa3_fp8_forward runs f's consumer groups in turns (Fp8Turns): the launcher's own rule. It refuses
 // turns=none where P is in registers.
 bool fa3_fp8_takes_turns(const Fp8ForwardParams& f);
+// Whether the persistent scheduler can run f (Fp8Scheduler), and whether fa3_fp8_forward runs it: the launcher's own
+// rules. fa3_fp8_forward refuses scheduler=persistent where it cannot, and a persistent launch without p.work_counter.
+bool fa3_fp8_persistent_supported(const Fp8ForwardParams& f);
+bool fa3_fp8_persistent(const Fp8ForwardParams& f);
 // Whether fa3_fp8_forward transposes V in the kernel (reading f.v) rather than reading f.vt (Fp8VTranspose): the
 // launcher's own rule, by which a caller knows whether to run transpose_v_e4m3 first. (fa3_fp8_forward then refuses
 // v_transpose=kernel with key tiles of 224.)

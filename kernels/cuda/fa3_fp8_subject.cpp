@@ -92,6 +92,16 @@ class CudaFa3Fp8 final : public Subject {
       } else {
         throw SubjectError(info_.name + ": turns=" + value + ": auto, ring or none");
       }
+    } else if (name == "scheduler") {
+      if (value == "auto") {
+        scheduler_ = Fp8Scheduler::automatic;
+      } else if (value == "grid") {
+        scheduler_ = Fp8Scheduler::grid;
+      } else if (value == "persistent") {
+        scheduler_ = Fp8Scheduler::persistent;
+      } else {
+        throw SubjectError(info_.name + ": scheduler=" + value + ": auto, grid or persistent");
+      }
     } else if (name == "v_transpose") {
       if (value == "auto") {
         v_transpose_ = Fp8VTranspose::automatic;
@@ -104,7 +114,7 @@ class CudaFa3Fp8 final : public Subject {
         throw SubjectError(info_.name + ": v_transpose=" + value + ": auto, pass or kernel");
       }
     } else {
-      throw SubjectError(info_.name + ": no option " + name + " (operands, block_q, block_k, p_operand, epilogue, turns, v_transpose)");
+      throw SubjectError(info_.name + ": no option " + name + " (operands, block_q, block_k, p_operand, epilogue, turns, v_transpose, scheduler)");
     }
     refresh_options();
   }
@@ -126,7 +136,10 @@ class CudaFa3Fp8 final : public Subject {
     Fp8ForwardParams f = forward_params(ops, sh, c.mask, c.scale, out);
     f.p.o = o.view, f.p.lse = static_cast<float*>(lse.get());
     f.p.rounding = {c.policy.rounding == Rounding::stochastic, c.policy.seed}, f.p.o_stream = c.policy.stream(Role::o).stream;
-    run_kernels(who, "forward", [&] { fa3_fp8_forward(f, nullptr); });
+    run_kernels(who, "forward", [&] {
+      with_work_counter(f);
+      fa3_fp8_forward(f, nullptr);
+    });
     to_host(o, c.out_o, who, "O");
     if (!c.out_lse.empty()) {
       std::vector<float> l(rows);
@@ -175,12 +188,18 @@ class CudaFa3Fp8 final : public Subject {
       } else if (!ops.v_in_kernel) {
         transpose_v_e4m3(ops.v_view, sh.batch, sh.heads_kv, sh.seq_k, sh.head_dim, ops.vt.get(), nullptr);  // (prepare's e4m3 V)
       }
+      with_work_counter(f);
       fa3_fp8_forward(f, nullptr);
     });
     return timing;
   }
 
  private:
+  // The persistent scheduler's work counter, zeroed on the launch's stream (a memset, no wait) where the launcher runs it.
+  void with_work_counter(Fp8ForwardParams& f) {
+    f.p.work_counter = fa3_fp8_persistent(f) ? reinterpret_cast<int*>(work_counter_.cleared(nullptr, info_.name)) : nullptr;
+  }
+
   // The device operands of one call: e4m3 Q, K, V (contiguous; operands=e4m3 reads the inputs in place and
   // leaves q, k, v unused), V^T (none where the kernel transposes V), the block exponents and the quantizer's
   // inexact-block flag.
@@ -280,6 +299,7 @@ class CudaFa3Fp8 final : public Subject {
     f.p_operand = p_operand_;
     f.epilogue = epilogue_;
     f.turns = turns_;
+    f.scheduler = scheduler_;
     return f;
   }
 
@@ -310,6 +330,19 @@ class CudaFa3Fp8 final : public Subject {
       throw SubjectError(info_.name + ": turns=none with P in shared memory only (head dim 128, block_k=128, p_operand auto or shared; got head dim " +
                          std::to_string(head_dim) + ", block_k=" + std::to_string(block_k_) + ", p_operand=" + p_operand_name() + ")");
     }
+    if (scheduler_ == Fp8Scheduler::persistent && !persistent_possible(head_dim)) {
+      throw SubjectError(info_.name + ": scheduler=persistent runs the kernel with P in shared memory, no turns and V^T from the pass only (head dim 128, "
+                         "block_k=128, p_operand auto or shared, turns auto or none, v_transpose auto or pass; got head dim " + std::to_string(head_dim) +
+                         ", block_k=" + std::to_string(block_k_) + ", p_operand=" + p_operand_name() + ", turns=" + turns_name() + ", v_transpose=" +
+                         v_transpose_name() + ")");
+    }
+  }
+
+  // The launcher's rule (fa3_fp8_persistent_supported) for this subject's options at head_dim.
+  bool persistent_possible(int head_dim) const {
+    Fp8ForwardParams f;
+    f.p.shape.head_dim = head_dim, f.block_k = block_k_, f.p_operand = p_operand_, f.turns = turns_, f.v_transpose = v_transpose_;
+    return fa3_fp8_persistent_supported(f);
   }
 
   void refresh_options() {
@@ -317,7 +350,8 @@ class CudaFa3Fp8 final : public Subject {
     info_.head_dims.clear();  // (the compiled head dims that take this block_k: fp8_key_tile_supported, the one list)
     for (int d : {64, 128}) {
       const bool p_shared_possible = p_operand_ != Fp8POperand::registers && fp8_p_shared_supported(block_k_, d);
-      if (fp8_key_tile_supported(block_k_, d) && (p_operand_ != Fp8POperand::shared || p_shared_possible) && (turns_ != Fp8Turns::none || p_shared_possible)) {
+      if (fp8_key_tile_supported(block_k_, d) && (p_operand_ != Fp8POperand::shared || p_shared_possible) && (turns_ != Fp8Turns::none || p_shared_possible) &&
+          (scheduler_ != Fp8Scheduler::persistent || persistent_possible(d))) {
         info_.head_dims.push_back(d);
       }
     }
@@ -335,7 +369,11 @@ class CudaFa3Fp8 final : public Subject {
                       "issues as soon as its own P is ready; P in shared memory only), auto (none where P is in shared memory, ring elsewhere). The same bits"},
                      {"v_transpose", v_transpose_name(), "where V is transposed for P V (FP8 products read V^T): kernel (the forward's producer warpgroup, "
                       "tile by tile in shared memory; block_k=128 only; no V^T buffer, but measured 18-20 % slower), pass (a kernel over V before the "
-                      "forward, into a V^T buffer), auto (the pass). The same bits"}};
+                      "forward, into a V^T buffer), auto (the pass). The same bits"},
+                     {"scheduler", scheduler_name(),
+                      "grid: one CTA per query tile; persistent: one CTA per SM walking the tiles longest first (the kernel with P in shared memory, no "
+                      "turns and v_transpose pass only: d = 128, block_k=128); auto: persistent under a causal mask where that kernel runs, else grid. The "
+                      "same bits"}};
   }
 
   // The launcher's rule (fa3_fp8_transposes_v_in_kernel) for this subject's options.
@@ -372,6 +410,15 @@ class CudaFa3Fp8 final : public Subject {
     return "auto";
   }
 
+  const char* scheduler_name() const {
+    switch (scheduler_) {
+      case Fp8Scheduler::grid: return "grid";
+      case Fp8Scheduler::persistent: return "persistent";
+      case Fp8Scheduler::automatic: break;
+    }
+    return "auto";
+  }
+
   const char* turns_name() const {
     switch (turns_) {
       case Fp8Turns::ring: return "ring";
@@ -388,6 +435,8 @@ class CudaFa3Fp8 final : public Subject {
   Fa3Epilogue epilogue_ = Fa3Epilogue::automatic;
   int block_k_ = kFp8BlockRows;
   Fp8POperand p_operand_ = Fp8POperand::automatic;
+  Fp8Scheduler scheduler_ = Fp8Scheduler::automatic;
+  ZeroedDeviceWords work_counter_{sizeof(int)};  // (the persistent scheduler's)
 };
 
 }  // namespace

@@ -8,7 +8,8 @@
 //   - each in every compiled variant (kVariants): key tiles of 128 and of 224 (block_k=224, d = 128 only), the CPU twin
 //     with the same block_k; P V's A operand from registers and from shared memory (p_operand=shared: three consumer
 //     groups, d = 128 and block_k=128 only);
-//   - P from shared memory gives the register path's bits, with the three groups in turns and without (turns);
+//   - P from shared memory gives the register path's bits, with the three groups in turns and without (turns); the
+//     persistent scheduler gives the grid's (scheduler), O by TMA and by stores;
 //   - bad input refused with a clear error.
 #include <gtest/gtest.h>
 
@@ -19,6 +20,8 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <rapidcheck.h>
@@ -462,6 +465,34 @@ TEST(CudaFa3Fp8, VTransposedInTheKernelOnlyWhenAsked) {
   EXPECT_FALSE(fa3_fp8_transposes_v_in_kernel(f)) << "v_transpose=pass";
 }
 
+TEST(CudaFa3Fp8, PersistentSchedulerUnderCausalMasksWhereItsKernelRuns) {
+  // (host only: which scheduler fa3_fp8_forward launches)
+  Fp8ForwardParams f;
+  f.p.shape.head_dim = 128, f.block_k = 128, f.p.shape.mask = CausalMask::top_left;
+  EXPECT_TRUE(fa3_fp8_persistent_supported(f)) << "auto's kernel at d = 128: P in shared memory, no turns, the pass";
+  EXPECT_TRUE(fa3_fp8_persistent(f)) << "auto under a causal mask";
+  f.p.shape.mask = CausalMask::bottom_right;
+  EXPECT_TRUE(fa3_fp8_persistent(f)) << "auto under a bottom-right causal mask";
+  f.p.shape.mask = CausalMask::none;
+  EXPECT_FALSE(fa3_fp8_persistent(f)) << "auto without a mask (the grid)";
+  f.scheduler = Fp8Scheduler::persistent;
+  EXPECT_TRUE(fa3_fp8_persistent(f)) << "scheduler=persistent without a mask";
+  f.scheduler = Fp8Scheduler::grid, f.p.shape.mask = CausalMask::top_left;
+  EXPECT_FALSE(fa3_fp8_persistent(f)) << "scheduler=grid";
+  f.scheduler = Fp8Scheduler::automatic;
+  for (const auto& [what, change] : std::vector<std::pair<const char*, void (*)(Fp8ForwardParams&)>>{
+           {"d = 64 (P in registers)", [](Fp8ForwardParams& g) { g.p.shape.head_dim = 64; }},
+           {"block_k 224", [](Fp8ForwardParams& g) { g.block_k = 224; }},
+           {"p_operand=registers", [](Fp8ForwardParams& g) { g.p_operand = Fp8POperand::registers; }},
+           {"turns=ring", [](Fp8ForwardParams& g) { g.turns = Fp8Turns::ring; }},
+           {"v_transpose=kernel", [](Fp8ForwardParams& g) { g.v_transpose = Fp8VTranspose::kernel; }}}) {
+    Fp8ForwardParams g = f;
+    change(g);
+    EXPECT_FALSE(fa3_fp8_persistent_supported(g)) << what;
+    EXPECT_FALSE(fa3_fp8_persistent(g)) << "auto under a causal mask with " << what << ": the grid";
+  }
+}
+
 TEST(CudaFa3Fp8, OByTmaWhereQAndPTilesHoldIt) {
   // (host only: which epilogue fa3_fp8_forward launches. O of 64 x 128 in 16 bits is two boxes of 8 KiB: an e4m3 Q
   // tile holds one, P's tile the other, so only the kernel with P in shared memory can stage it)
@@ -578,6 +609,46 @@ TEST(CudaFa3Fp8, VTransposedInTheKernelGivesThePasssBits) {
   std::cout << compared << " cases: V transposed in the kernel gives the pass's bits\n";
 }
 
+// The persistent scheduler (scheduler=persistent; auto's under causal masks) computes each work tile as the grid's CTA
+// does, so O and L must be the grid's bit for bit. Its CTAs walk several tiles only where there are more than SMs: the
+// shapes of 16 heads and 1000 or 1500 rows have 192 or 256 work tiles (a 192-row tile each), so the P tile that staged
+// one tile's O by TMA (an e4m3 Q tile holds one of O's two boxes) is rewritten by the next tile's first P, which must
+// wait for the store's reads. Both masks' alignments (bottom-right with Nq > Nk leaves the first tiles without keys),
+// GQA, key tails, O in fp16, stochastic rounding (O by stores), epilogue=stores, operands=scaled (block exponents).
+TEST(CudaFa3Fp8, PersistentSchedulerGivesTheGridsBits) {
+  REQUIRE_HOPPER();
+  auto grid = fp8_subject(), persistent = fp8_subject();
+  ASSERT_TRUE(grid && persistent);
+  grid->set_option("scheduler", "grid"), persistent->set_option("scheduler", "persistent");
+  std::mt19937_64 gen(17);
+  int compared = 0;
+  for (const char* epilogue : {"automatic", "stores"}) {
+    for (Subject* s : {grid.get(), persistent.get()}) s->set_option("epilogue", epilogue);
+    for (const char* operands : {"e4m3", "scaled"}) {
+      for (Subject* s : {grid.get(), persistent.get()}) s->set_option("operands", operands);
+      const bool scaled = std::string(operands) == "scaled";
+      for (const char* policy : scaled ? std::vector<const char*>{"bf16,o=fp16"} : std::vector<const char*>{"e4m3", "e4m3,o=fp16", "e4m3,round=sr,seed=5"}) {
+        for (const auto& [heads, nq, nk] : std::vector<std::tuple<int, int, int>>{{4, 1, 129}, {4, 200, 640}, {16, 1000, 1000}, {16, 1500, 129}, {16, 1500, 700}}) {
+          for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
+            gradcheck::Case c = testing::forward_case({2, heads, heads / 4, nq, nk, 128, 128}, m, policy);
+            gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+            if (scaled) {
+              in.q.assign(quantize_blocks(in.q.values(), 2 * heads, nq, 128, 128, 4, gen));
+              in.k.assign(quantize_blocks(in.k.values(), 2 * heads / 4, nk, 128, 128, 4, gen));
+              in.v.assign(quantize_blocks(in.v.values(), 2 * heads / 4, nk, 128, 128, 20, gen));
+            }
+            const gradcheck::Outputs want = gradcheck::Caller(*grid, c).fwd(in.q, in.k, in.v);
+            testing::expect_output_bits(gradcheck::Caller(*persistent, c).fwd(in.q, in.k, in.v), want,
+                                        std::string("scheduler=persistent epilogue=") + epilogue + " operands=" + operands, "scheduler=grid", c);
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  std::cout << compared << " cases: the persistent scheduler gives the grid's bits\n";
+}
+
 TEST(CudaFa3Fp8, OByTmaGivesTheGlobalStoresBits) {
   REQUIRE_HOPPER();
   auto tma = fp8_subject(), stores = fp8_subject();
@@ -687,6 +758,18 @@ TEST(CudaFa3Fp8, BadInputIsRefusedWithAClearError) {
   gpu->set_option("v_transpose", "auto"), gpu->set_option("block_k", "224");
   EXPECT_THROW(gpu->set_option("v_transpose", "kernel"), SubjectError);
   EXPECT_EQ(message(d128, gradcheck::make_inputs(d128)), "(accepted)") << "auto with block_k=224 (the pass)";
+  // The persistent scheduler: the kernel with P in shared memory, no turns and the pass only
+  EXPECT_THROW(gpu->set_option("scheduler", "lpt"), SubjectError);
+  gpu->set_option("scheduler", "persistent");
+  EXPECT_NE(message(d128, gradcheck::make_inputs(d128)).find("scheduler=persistent runs the kernel with P in shared memory"), std::string::npos)
+      << message(d128, gradcheck::make_inputs(d128)) << " (block_k=224)";
+  gpu->set_option("block_k", "128"), gpu->set_option("turns", "ring");
+  EXPECT_NE(message(d128, gradcheck::make_inputs(d128)).find("turns=ring"), std::string::npos) << message(d128, gradcheck::make_inputs(d128));
+  gpu->set_option("turns", "auto");
+  EXPECT_EQ(message(d128, gradcheck::make_inputs(d128)), "(accepted)") << "scheduler=persistent at d = 128";
+  EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("got head dim 64"), std::string::npos) << message(c, gradcheck::make_inputs(c));
+  gpu->set_option("scheduler", "auto");
+  EXPECT_EQ(message(c, gradcheck::make_inputs(c)), "(accepted)") << "auto at d = 64 (the grid)";
 }
 
 }  // namespace

@@ -16,7 +16,8 @@
 // stored), and the span between consecutive tiles' stores on one SM less the tile's steps at the steady period: what a
 // tile costs beyond its steps (the launch, Q's load, the pipeline's fill and drain, the stores), in clocks and steps.
 // --scheduler persistent runs the persistent grid (one CTA per SM, tiles claimed longest first; cuda.fa3's and
-// cuda.fa4's scheduler=persistent) with the chosen rule, so that the two schedulers' tiles compare.
+// cuda.fa4's scheduler=persistent) with the chosen rule, so that the two schedulers' tiles compare; with --dtype e4m3,
+// cuda.fa3.fp8's (d = 128, --groups 3 --turns none: auto's kernel).
 // Medians over the steady state (loop steps 2 .. n - 3 of a CTA's n = key tiles - 1) of the 8 CTAs with the last
 // query tiles of one head (under a causal mask, the longest). The stamps cost a few percent; the tensor pipe's
 // share is the groups' products at the dense rate (4096 bf16 FLOP per clock per SM) over the period.
@@ -132,10 +133,12 @@ Config parse(int argc, char** argv) {
   if (c.key_tile != 128 && c.key_tile != (c.e4m3 ? 224 : 176)) usage_error("--key-tile " + std::to_string(c.key_tile) + (c.e4m3 ? ": 128 or 224 (e4m3)" : ": 128 or 176 (bf16)"));
   if (c.groups != 2 && c.groups != 3) usage_error("--groups " + std::to_string(c.groups) + ": 2 or 3");
   if (c.groups == 3 && c.key_tile != 128) usage_error("--groups 3 runs with --key-tile 128 only (cuda.fa3's registers)");
-  if (c.e4m3 && c.persistent) usage_error("--dtype e4m3 runs the grid scheduler only (cuda.fa3.fp8's)");
+  if (c.e4m3 && c.persistent && (c.d != 128 || c.groups != 3 || c.turns || c.v_in_kernel)) {
+    usage_error("--dtype e4m3 --scheduler persistent runs d = 128, three groups, --turns none and --v-transpose pass (cuda.fa3.fp8's)");
+  }
   if (c.e4m3 && c.d == 64 && (c.groups != 3 || c.key_tile != 128)) usage_error("--dtype e4m3 at d = 64 runs three groups and 128-key tiles (cuda.fa3.fp8's)");
   if (c.section > 0 && !c.persistent) usage_error("--section applies to --scheduler persistent");
-  if (c.persistent && (c.groups != 2 || c.key_tile != 128)) usage_error("--scheduler persistent runs two groups and 128-key tiles (cuda.fa4's)");
+  if (!c.e4m3 && c.persistent && (c.groups != 2 || c.key_tile != 128)) usage_error("--scheduler persistent runs two groups and 128-key tiles (cuda.fa4's)");
   if (c.selective && (c.e4m3 || c.groups != 2 || c.key_tile != 128)) usage_error("--rule fa4 runs bf16, two groups and 128-key tiles (cuda.fa4's)");
   if (!c.turns && (c.groups != 3 || (c.e4m3 && c.d != 128))) usage_error("--turns none runs three groups (e4m3: at d = 128, P in shared memory) only");
   if (c.v_in_kernel && (!c.e4m3 || c.key_tile != 128)) usage_error("--v-transpose kernel: e4m3 with 128-key tiles only (cuda.fa3.fp8's)");
@@ -181,7 +184,7 @@ struct Run {
   static constexpr int D = Ops::kD, BlockN = Ops::kBlockN;
   using Layout = WsLayout<Groups>;
   static constexpr std::size_t kBytes = ws_smem_bytes<Ops, 2, Persistent, Groups>();
-  static constexpr bool kOByTma = kOStagingFits<Ops> && (!Persistent || kOBoxesInQ<Ops> >= Ops::kD / 64);  // (the kernel's kCanStageO)
+  static constexpr bool kOByTma = kOStagingFits<Ops>;  // (the kernel's kCanStageO)
 
   // (persistent: the tile counter, cleared before each launch)
   template <class Timeline>
@@ -395,6 +398,7 @@ void dispatch(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
     if (c.groups == 3) {
       if constexpr (D == 64) return c.v_in_kernel ? measure<E4m3Ops<Out, 64, 128, false, true>, 3>(c, p, fp8) : measure<E4m3Ops<Out, 64>, 3>(c, p, fp8);
       if constexpr (D == 128) {  // (auto's: P in shared memory, without turns)
+        if (!c.turns && c.persistent) return measure<E4m3Ops<Out, 128, 128, true>, 3, true, false>(c, p, fp8);
         if (!c.turns) {
           return c.v_in_kernel ? measure<E4m3Ops<Out, 128, 128, true, true>, 3, false, false>(c, p, fp8) : measure<E4m3Ops<Out, 128, 128, true>, 3, false, false>(c, p, fp8);
         }
