@@ -220,9 +220,10 @@ bool fa3_fp8_o_by_tma(const Fp8ForwardParams& f) { return f.epilogue == Fa3Epilo
 // H100, the bench + 0.7 % on average, no point below - 1 %); the kernels with P in registers keep FA3's ping-pong.
 bool fa3_fp8_takes_turns(const Fp8ForwardParams& f) { return f.turns == Fp8Turns::ring || !fa3_fp8_p_from_shared(f); }
 
-// automatic: the pass. The producer warpgroup's transpose lengthened the FP8 step by 450 SM clocks (the kernel 18-20 %
-// slower, H200), against the pass's 1-4 % of the bench's FP8 time (NOTES "V transposed in the kernel"); FA3's way of
-// it (ldmatrix.trans, stmatrix) still leaves the kernel 2-7 % behind the pass and the kernel together.
+// automatic: the pass. The producer warpgroup's transpose by 4-byte loads and stores lengthened the FP8 step by 450 SM
+// clocks (the kernel 18-20 % slower, H200), against the pass's 1-4 % of the bench's FP8 time (NOTES "V transposed in the
+// kernel"); FA3's way of it (ldmatrix.trans, PRMT, stmatrix) still leaves the kernel 2-7 % behind the pass and the
+// kernel together (NOTES "FA3's V transpose in the kernel").
 bool fa3_fp8_transposes_v_in_kernel(const Fp8ForwardParams& f) { return f.v_transpose == Fp8VTranspose::kernel; }
 
 bool fa3_fp8_persistent_supported(const Fp8ForwardParams& f) {

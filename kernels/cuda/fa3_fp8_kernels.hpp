@@ -43,8 +43,8 @@ enum class Fp8Turns : std::uint8_t { automatic, ring, none };
 // Where V^T comes from (8-bit wgmma reads its B operand K-major only, so P V needs V transposed): pass, the
 // transpose_v_e4m3 pass the caller runs before the forward into Fp8ForwardParams::vt; kernel, V's tiles as stored
 // (Fp8ForwardParams::v), rewritten by the forward's producer warpgroup in shared memory (FA3's in-kernel transpose), with
-// key tiles of 128 only: no V^T buffer, but the kernel measured 18-20 % slower (kernels/cuda/NOTES.md, "V transposed in
-// the kernel"), so automatic is the pass. The same bits either way.
+// key tiles of 128 only: no V^T buffer, but the kernel measured 2-7 % slower than the pass and the kernel together
+// (kernels/cuda/NOTES.md, "FA3's V transpose in the kernel"), so automatic is the pass. The same bits either way.
 enum class Fp8VTranspose : std::uint8_t { automatic, pass, kernel };
 constexpr bool fp8_v_in_kernel_supported(int block_k) { return block_k == 128; }
 // Which CTA computes a query tile: grid (one CTA per tile) or persistent (one CTA per SM walking the tiles longest

@@ -368,7 +368,8 @@ class CudaFa3Fp8 final : public Subject {
                      {"turns", turns_name(), "whether the consumer groups take turns to issue their products: ring (FA3's ping-pong), none (each group "
                       "issues as soon as its own P is ready; P in shared memory only), auto (none where P is in shared memory, ring elsewhere). The same bits"},
                      {"v_transpose", v_transpose_name(), "where V is transposed for P V (FP8 products read V^T): kernel (the forward's producer warpgroup, "
-                      "tile by tile in shared memory; block_k=128 only; no V^T buffer, but measured 18-20 % slower), pass (a kernel over V before the "
+                      "tile by tile in shared memory, FA3's ldmatrix.trans and stmatrix; block_k=128 only; no V^T buffer, but the kernel alone measured 2-7 % "
+                      "slower than the pass and the kernel together at N = 4k-16k), pass (a kernel over V before the "
                       "forward, into a V^T buffer), auto (the pass). The same bits"},
                      {"scheduler", scheduler_name(),
                       "grid: one CTA per query tile; persistent: one CTA per SM walking the tiles longest first (the kernel with P in shared memory, no "
