@@ -646,8 +646,8 @@ struct ClockTimeline {
 
 
 // O's staging boxes of a group for store_rows_by_tma (64 rows x 64 columns of the output type each, D / 64 of them):
-// the grid kernel stages them in the group's Q tile, then, where that holds fewer (e4m3's Q is half of a 16-bit O),
-// in its P tile (Ops::kPBytes). The boxes each tile holds whole:
+// the kernel (grid or persistent) stages them in the group's Q tile, then, where that holds fewer (e4m3's Q is half of
+// a 16-bit O), in its P tile (Ops::kPBytes). The boxes each tile holds whole:
 template <class Ops>
 constexpr int kOBoxesInQ = static_cast<int>(Ops::kQBytes / kQBox);
 template <class Ops>

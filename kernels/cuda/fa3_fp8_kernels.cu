@@ -166,7 +166,7 @@ void launch_fp8(const Fp8TensorMaps& m, const WorkTiles& work, const ForwardPara
     const int sms = device_sm_count("cuda.fa3.fp8");
     check_launch_result(cudaGetDevice(&device), "cuda.fa3.fp8");
     check_launch_result(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device), "cuda.fa3.fp8");
-    WorkTiles tiles = persistent_work_tiles(p.shape, static_cast<int>(grid.x), 1, l2_bytes);  // (K and V in e4m3: a byte each)
+    WorkTiles tiles = persistent_work_tiles(p.shape, static_cast<int>(grid.x), kFp8SectionElementBytes, l2_bytes);
     tiles.o_by_tma = work.o_by_tma;
     kernel<<<std::min(tiles.m_tiles * tiles.pairs, sms), Layout::kThreads, bytes, stream>>>(m.q, m.k, m.vt, m.o, p, tiles, ex, NoTimeline{});
   } else {

@@ -9,6 +9,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cuda/attention_params.hpp"
@@ -54,6 +55,11 @@ constexpr bool fp8_v_in_kernel_supported(int block_k) { return block_k == 128; }
 // persistent scheduler"), grid elsewhere. The persistent one takes its tiles from *p.work_counter, which must be 0 at
 // the launch. The same bits either way.
 enum class Fp8Scheduler : std::uint8_t { automatic, grid, persistent };
+// The element size persistent_work_tiles sizes the persistent scheduler's L2 sections by (under a causal mask, as many
+// (batch, head) pairs as have K and V in half the L2): 2 bytes, as for cuda.fa3's 16-bit K and V, though e4m3's are one.
+// The FP8 scheduler was measured with these sections (fa3-timeline, NOTES "The FP8 forward's persistent scheduler");
+// one byte would put twice the heads in a section, which is not measured.
+constexpr std::size_t kFp8SectionElementBytes = 2;
 
 struct Fp8ForwardParams {
   ForwardParams p;  // shape, O (p.type: bf16 or fp16), L, rounding; p.q and p.k: e4m3 (element strides = bytes)

@@ -58,65 +58,82 @@ class CudaFa3Fp8 final : public Subject {
 
   const SubjectInfo& info() const override { return info_; }
 
+  // An option that leaves no compiled kernel for any head dim together with the others set (turns=none or
+  // scheduler=persistent with P in registers or block_k=224; scheduler=persistent with turns=ring or
+  // v_transpose=kernel) is refused, whichever comes second, and the options stay as they were: an empty list of head
+  // dims would declare every head dim (SubjectInfo::supports_head_dim).
   void set_option(const std::string& name, const std::string& value) override {
+    const Fp8Options before = options_;
+    apply_option(name, value);
+    refresh_options();
+    if (info_.head_dims.empty()) {
+      options_ = before;
+      refresh_options();
+      throw SubjectError(info_.name + ": " + name + "=" + value + " with block_k=" + std::to_string(options_.block_k) + ", p_operand=" + p_operand_name() +
+                         ", turns=" + turns_name() + ", v_transpose=" + v_transpose_name() + ", scheduler=" + scheduler_name() +
+                         ": no kernel runs these together at any head dim (turns=none and scheduler=persistent need P in shared memory: head dim 128, "
+                         "block_k=128, p_operand auto or shared; scheduler=persistent also turns auto or none and v_transpose auto or pass)");
+    }
+  }
+
+  void apply_option(const std::string& name, const std::string& value) {
     if (name == "operands") {
       if (value != "e4m3" && value != "scaled") throw SubjectError(info_.name + ": operands=" + value + ": e4m3 or scaled");
-      scaled_ = value == "scaled";
+      options_.scaled = value == "scaled";
     } else if (name == "block_q") {
       if (value != std::to_string(kFp8BlockRows)) throw SubjectError(info_.name + ": block_q=" + value + ": the kernels' query blocks are 128 rows");
     } else if (name == "block_k") {
       if (value != "128" && value != "224") throw SubjectError(info_.name + ": block_k=" + value + ": 128, or 224 (head dim 128 only)");
-      if (value == "224" && p_operand_ == Fp8POperand::shared) throw SubjectError(p_shared_with_224());
-      if (value == "224" && v_transpose_ == Fp8VTranspose::kernel) throw SubjectError(v_in_kernel_with_224());
-      block_k_ = std::stoi(value);
+      if (value == "224" && options_.p_operand == Fp8POperand::shared) throw SubjectError(p_shared_with_224());
+      if (value == "224" && options_.v_transpose == Fp8VTranspose::kernel) throw SubjectError(v_in_kernel_with_224());
+      options_.block_k = std::stoi(value);
     } else if (name == "p_operand") {
       if (value == "auto") {
-        p_operand_ = Fp8POperand::automatic;
+        options_.p_operand = Fp8POperand::automatic;
       } else if (value == "registers") {
-        p_operand_ = Fp8POperand::registers;
+        options_.p_operand = Fp8POperand::registers;
       } else if (value == "shared") {
-        if (block_k_ == 224) throw SubjectError(p_shared_with_224());
-        p_operand_ = Fp8POperand::shared;
+        if (options_.block_k == 224) throw SubjectError(p_shared_with_224());
+        options_.p_operand = Fp8POperand::shared;
       } else {
         throw SubjectError(info_.name + ": p_operand=" + value + ": auto, registers or shared");
       }
     } else if (name == "epilogue") {
-      epilogue_ = parse_fa3_epilogue(info_.name, value);
+      options_.epilogue = parse_fa3_epilogue(info_.name, value);
     } else if (name == "turns") {
       if (value == "auto") {
-        turns_ = Fp8Turns::automatic;
+        options_.turns = Fp8Turns::automatic;
       } else if (value == "ring") {
-        turns_ = Fp8Turns::ring;
+        options_.turns = Fp8Turns::ring;
       } else if (value == "none") {
-        turns_ = Fp8Turns::none;
+        options_.turns = Fp8Turns::none;
       } else {
         throw SubjectError(info_.name + ": turns=" + value + ": auto, ring or none");
       }
     } else if (name == "scheduler") {
       if (value == "auto") {
-        scheduler_ = Fp8Scheduler::automatic;
+        options_.scheduler = Fp8Scheduler::automatic;
       } else if (value == "grid") {
-        scheduler_ = Fp8Scheduler::grid;
+        options_.scheduler = Fp8Scheduler::grid;
       } else if (value == "persistent") {
-        scheduler_ = Fp8Scheduler::persistent;
+        options_.scheduler = Fp8Scheduler::persistent;
       } else {
         throw SubjectError(info_.name + ": scheduler=" + value + ": auto, grid or persistent");
       }
     } else if (name == "v_transpose") {
       if (value == "auto") {
-        v_transpose_ = Fp8VTranspose::automatic;
+        options_.v_transpose = Fp8VTranspose::automatic;
       } else if (value == "pass") {
-        v_transpose_ = Fp8VTranspose::pass;
+        options_.v_transpose = Fp8VTranspose::pass;
       } else if (value == "kernel") {
-        if (block_k_ == 224) throw SubjectError(v_in_kernel_with_224());
-        v_transpose_ = Fp8VTranspose::kernel;
+        if (options_.block_k == 224) throw SubjectError(v_in_kernel_with_224());
+        options_.v_transpose = Fp8VTranspose::kernel;
       } else {
         throw SubjectError(info_.name + ": v_transpose=" + value + ": auto, pass or kernel");
       }
     } else {
       throw SubjectError(info_.name + ": no option " + name + " (operands, block_q, block_k, p_operand, epilogue, turns, v_transpose, scheduler)");
     }
-    refresh_options();
   }
 
   void run(Op op, const AttentionCall& c) override {
@@ -127,9 +144,9 @@ class CudaFa3Fp8 final : public Subject {
     const std::string& who = info_.name;
     const AttentionShape& sh = c.shape;
     DeviceInput q = to_device(c.q, who, "Q"), k = to_device(c.k, who, "K"), v = to_device(c.v, who, "V");
-    Operands ops(sh, block_k_, v_in_kernel(), who);
-    run_kernels(who, "preparing the operands", [&] { prepare(ops, sh, c.policy.format(Role::q), q.view, k.view, v.view, scaled_); });
-    if (scaled_) check_scaled(ops, sh);
+    Operands ops(sh, options_.block_k, v_in_kernel(), who);
+    run_kernels(who, "preparing the operands", [&] { prepare(ops, sh, c.policy.format(Role::q), q.view, k.view, v.view, options_.scaled); });
+    if (options_.scaled) check_scaled(ops, sh);
     const std::size_t rows = static_cast<std::size_t>(sh.batch) * sh.heads_q * sh.seq_q;
     DeviceOutput o = device_output(c.out_o, who, "O");
     DeviceBuffer lse(rows * sizeof(float), who, "L");
@@ -172,7 +189,7 @@ class CudaFa3Fp8 final : public Subject {
       return Strided{b.get(), static_cast<std::int64_t>(heads) * n * sh.head_dim, static_cast<std::int64_t>(n) * sh.head_dim, sh.head_dim};
     };
     const Format wide_format = wide == StorageType::fp16 ? Format::fp16 : Format::bf16;
-    Operands ops(sh, block_k_, v_in_kernel(), who);
+    Operands ops(sh, options_.block_k, v_in_kernel(), who);
     const auto prepare_all = [&] {
       prepare(ops, sh, wide_format, contiguous(q, sh.heads_q, sh.seq_q), contiguous(k, sh.heads_kv, sh.seq_k), contiguous(v, sh.heads_kv, sh.seq_k), true);
     };
@@ -183,7 +200,7 @@ class CudaFa3Fp8 final : public Subject {
     Timing timing;
     timing.device_bytes = static_cast<double>(q.bytes() + k.bytes() + v.bytes() + o.bytes() + lse.bytes() + ops.bytes());
     timing.milliseconds = time_runs(who, r.warmup, r.warmup_seconds, r.repeats, [&] {
-      if (scaled_) {
+      if (options_.scaled) {
         prepare_all();
       } else if (!ops.v_in_kernel) {
         transpose_v_e4m3(ops.v_view, sh.batch, sh.heads_kv, sh.seq_k, sh.head_dim, ops.vt.get(), nullptr);  // (prepare's e4m3 V)
@@ -236,8 +253,8 @@ class CudaFa3Fp8 final : public Subject {
       check_cuda(cudaMemsetAsync(ops.first_inexact.get(), 0xff, ops.first_inexact.bytes()), who, "the quantizer's flags");
       auto* flags = static_cast<unsigned*>(ops.first_inexact.get());
       quantize_e4m3_blocks(q, type, sh.batch, sh.heads_q, sh.seq_q, d, kFp8BlockRows, ops.q.get(), static_cast<int*>(ops.q_exp.get()), flags, nullptr);
-      quantize_e4m3_blocks(k, type, sh.batch, sh.heads_kv, sh.seq_k, d, block_k_, ops.k.get(), static_cast<int*>(ops.k_exp.get()), flags + 1, nullptr);
-      quantize_e4m3_blocks(v, type, sh.batch, sh.heads_kv, sh.seq_k, d, block_k_, ops.v.get(), static_cast<int*>(ops.v_exp.get()), flags + 2, nullptr);
+      quantize_e4m3_blocks(k, type, sh.batch, sh.heads_kv, sh.seq_k, d, options_.block_k, ops.k.get(), static_cast<int*>(ops.k_exp.get()), flags + 1, nullptr);
+      quantize_e4m3_blocks(v, type, sh.batch, sh.heads_kv, sh.seq_k, d, options_.block_k, ops.v.get(), static_cast<int*>(ops.v_exp.get()), flags + 2, nullptr);
       const auto contiguous = [&](const DeviceBuffer& b, int heads, int n) {
         return Strided{b.get(), static_cast<std::int64_t>(heads) * n * d, static_cast<std::int64_t>(n) * d, d};
       };
@@ -257,7 +274,7 @@ class CudaFa3Fp8 final : public Subject {
     const char* names[3] = {"Q", "K", "V"};
     for (int t = 0; t < 3; ++t) {
       if (flags[t] == UINT_MAX) continue;
-      const int block = t == 0 ? kFp8BlockRows : block_k_, blocks = blocks_of(t == 0 ? sh.seq_q : sh.seq_k, block), heads = t == 0 ? sh.heads_q : sh.heads_kv;
+      const int block = t == 0 ? kFp8BlockRows : options_.block_k, blocks = blocks_of(t == 0 ? sh.seq_q : sh.seq_k, block), heads = t == 0 ? sh.heads_q : sh.heads_kv;
       const int head = static_cast<int>(flags[t] / blocks);  // (b H + h)
       std::ostringstream m;
       m << who << ": operands=scaled, but " << names[t] << " (batch " << head / heads << ", head " << head % heads << ", rows " << flags[t] % blocks * block
@@ -269,7 +286,7 @@ class CudaFa3Fp8 final : public Subject {
       check_cuda(cudaMemcpy(e.data(), b.get(), n * sizeof(int), cudaMemcpyDeviceToHost), who, std::string("reading ") + what + "'s block exponents");
       return e;
     };
-    const int kb = blocks_of(sh.seq_k, block_k_);
+    const int kb = blocks_of(sh.seq_k, options_.block_k);
     const std::vector<int> ev = exponents(ops.v_exp, static_cast<std::size_t>(sh.batch) * sh.heads_kv * kb, "V");
     for (std::size_t h = 0; h * kb < ev.size(); ++h) {
       const auto [lo, hi] = std::minmax_element(ev.begin() + h * kb, ev.begin() + (h + 1) * kb);
@@ -292,14 +309,14 @@ class CudaFa3Fp8 final : public Subject {
     f.p.shape = shape_params(sh, mask, scale), f.p.type = out;
     f.p.q = ops.q_view, f.p.k = ops.k_view;
     f.vt = ops.vt.get(), f.v = ops.v_view;
-    f.v_transpose = v_transpose_;
+    f.v_transpose = options_.v_transpose;
     f.q_exponents = static_cast<const int*>(ops.q_exp.get()), f.k_exponents = static_cast<const int*>(ops.k_exp.get());
     f.v_exponents = static_cast<const int*>(ops.v_exp.get());
-    f.block_k = block_k_;
-    f.p_operand = p_operand_;
-    f.epilogue = epilogue_;
-    f.turns = turns_;
-    f.scheduler = scheduler_;
+    f.block_k = options_.block_k;
+    f.p_operand = options_.p_operand;
+    f.epilogue = options_.epilogue;
+    f.turns = options_.turns;
+    f.scheduler = options_.scheduler;
     return f;
   }
 
@@ -319,21 +336,21 @@ class CudaFa3Fp8 final : public Subject {
   // 224-key tiles at d = 128 only (fp8_key_tile_supported): S of 224 keys does not fit d = 64's three groups of 160
   // registers.
   void require_block_k(int head_dim) const {
-    if (!fp8_key_tile_supported(block_k_, head_dim)) {
-      throw SubjectError(info_.name + ": block_k=" + std::to_string(block_k_) + " at head dim 128 only (got " + std::to_string(head_dim) + ")");
+    if (!fp8_key_tile_supported(options_.block_k, head_dim)) {
+      throw SubjectError(info_.name + ": block_k=" + std::to_string(options_.block_k) + " at head dim 128 only (got " + std::to_string(head_dim) + ")");
     }
-    if (p_operand_ == Fp8POperand::shared && !fp8_p_shared_supported(block_k_, head_dim)) {
+    if (options_.p_operand == Fp8POperand::shared && !fp8_p_shared_supported(options_.block_k, head_dim)) {
       throw SubjectError(info_.name + ": p_operand=shared at head dim 128 with block_k=128 only (got head dim " + std::to_string(head_dim) + ", block_k=" +
-                         std::to_string(block_k_) + ")");
+                         std::to_string(options_.block_k) + ")");
     }
-    if (turns_ == Fp8Turns::none && (p_operand_ == Fp8POperand::registers || !fp8_p_shared_supported(block_k_, head_dim))) {
+    if (options_.turns == Fp8Turns::none && (options_.p_operand == Fp8POperand::registers || !fp8_p_shared_supported(options_.block_k, head_dim))) {
       throw SubjectError(info_.name + ": turns=none with P in shared memory only (head dim 128, block_k=128, p_operand auto or shared; got head dim " +
-                         std::to_string(head_dim) + ", block_k=" + std::to_string(block_k_) + ", p_operand=" + p_operand_name() + ")");
+                         std::to_string(head_dim) + ", block_k=" + std::to_string(options_.block_k) + ", p_operand=" + p_operand_name() + ")");
     }
-    if (scheduler_ == Fp8Scheduler::persistent && !persistent_possible(head_dim)) {
+    if (options_.scheduler == Fp8Scheduler::persistent && !persistent_possible(head_dim)) {
       throw SubjectError(info_.name + ": scheduler=persistent runs the kernel with P in shared memory, no turns and V^T from the pass only (head dim 128, "
                          "block_k=128, p_operand auto or shared, turns auto or none, v_transpose auto or pass; got head dim " + std::to_string(head_dim) +
-                         ", block_k=" + std::to_string(block_k_) + ", p_operand=" + p_operand_name() + ", turns=" + turns_name() + ", v_transpose=" +
+                         ", block_k=" + std::to_string(options_.block_k) + ", p_operand=" + p_operand_name() + ", turns=" + turns_name() + ", v_transpose=" +
                          v_transpose_name() + ")");
     }
   }
@@ -341,28 +358,28 @@ class CudaFa3Fp8 final : public Subject {
   // The launcher's rule (fa3_fp8_persistent_supported) for this subject's options at head_dim.
   bool persistent_possible(int head_dim) const {
     Fp8ForwardParams f;
-    f.p.shape.head_dim = head_dim, f.block_k = block_k_, f.p_operand = p_operand_, f.turns = turns_, f.v_transpose = v_transpose_;
+    f.p.shape.head_dim = head_dim, f.block_k = options_.block_k, f.p_operand = options_.p_operand, f.turns = options_.turns, f.v_transpose = options_.v_transpose;
     return fa3_fp8_persistent_supported(f);
   }
 
   void refresh_options() {
-    info_.formats = scaled_ ? std::vector<Format>{Format::fp32, Format::bf16, Format::fp16} : std::vector<Format>{Format::e4m3};
+    info_.formats = options_.scaled ? std::vector<Format>{Format::fp32, Format::bf16, Format::fp16} : std::vector<Format>{Format::e4m3};
     info_.head_dims.clear();  // (the compiled head dims that take this block_k: fp8_key_tile_supported, the one list)
     for (int d : {64, 128}) {
-      const bool p_shared_possible = p_operand_ != Fp8POperand::registers && fp8_p_shared_supported(block_k_, d);
-      if (fp8_key_tile_supported(block_k_, d) && (p_operand_ != Fp8POperand::shared || p_shared_possible) && (turns_ != Fp8Turns::none || p_shared_possible) &&
-          (scheduler_ != Fp8Scheduler::persistent || persistent_possible(d))) {
+      const bool p_shared_possible = options_.p_operand != Fp8POperand::registers && fp8_p_shared_supported(options_.block_k, d);
+      if (fp8_key_tile_supported(options_.block_k, d) && (options_.p_operand != Fp8POperand::shared || p_shared_possible) && (options_.turns != Fp8Turns::none || p_shared_possible) &&
+          (options_.scheduler != Fp8Scheduler::persistent || persistent_possible(d))) {
         info_.head_dims.push_back(d);
       }
     }
-    info_.options = {{"operands", scaled_ ? "scaled" : "e4m3",
+    info_.options = {{"operands", options_.scaled ? "scaled" : "e4m3",
                       "e4m3: e4m3 tensors; scaled: fp32, bf16 or fp16 tensors holding e4m3 values times a power-of-two scale per block (block_q rows of Q, "
                       "block_k of K and V)"},
                      {"block_q", std::to_string(kFp8BlockRows), "query rows per block scale (fixed: the kernels' tile)"},
-                     {"block_k", std::to_string(block_k_), "keys per block scale and per key tile: 128, or 224 at head dim 128 (FA3's FP8 tile there)"},
+                     {"block_k", std::to_string(options_.block_k), "keys per block scale and per key tile: 128, or 224 at head dim 128 (FA3's FP8 tile there)"},
                      {"p_operand", p_operand_name(), "where P V reads P from: registers (two consumer warpgroups at d = 128), shared (a tile in shared memory, "
                       "three consumer warpgroups; d = 128, block_k=128 only), auto (shared at d = 128 with block_k=128, measured faster there; registers elsewhere)"},
-                     {"epilogue", epilogue_ == Fa3Epilogue::stores ? "stores" : "automatic",
+                     {"epilogue", options_.epilogue == Fa3Epilogue::stores ? "stores" : "automatic",
                       "automatic: O through shared memory (the group's Q and P tiles) and one TMA store per 64-column box where P is in shared "
                       "memory, O is rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"},
                      {"turns", turns_name(), "whether the consumer groups take turns to issue their products: ring (FA3's ping-pong), none (each group "
@@ -380,7 +397,7 @@ class CudaFa3Fp8 final : public Subject {
   // The launcher's rule (fa3_fp8_transposes_v_in_kernel) for this subject's options.
   bool v_in_kernel() const {
     Fp8ForwardParams f;
-    f.block_k = block_k_, f.v_transpose = v_transpose_;
+    f.block_k = options_.block_k, f.v_transpose = options_.v_transpose;
     return fa3_fp8_transposes_v_in_kernel(f);
   }
 
@@ -389,7 +406,7 @@ class CudaFa3Fp8 final : public Subject {
   }
 
   const char* v_transpose_name() const {
-    switch (v_transpose_) {
+    switch (options_.v_transpose) {
       case Fp8VTranspose::pass: return "pass";
       case Fp8VTranspose::kernel: return "kernel";
       case Fp8VTranspose::automatic: break;
@@ -403,7 +420,7 @@ class CudaFa3Fp8 final : public Subject {
   }
 
   const char* p_operand_name() const {
-    switch (p_operand_) {
+    switch (options_.p_operand) {
       case Fp8POperand::registers: return "registers";
       case Fp8POperand::shared: return "shared";
       case Fp8POperand::automatic: break;
@@ -412,7 +429,7 @@ class CudaFa3Fp8 final : public Subject {
   }
 
   const char* scheduler_name() const {
-    switch (scheduler_) {
+    switch (options_.scheduler) {
       case Fp8Scheduler::grid: return "grid";
       case Fp8Scheduler::persistent: return "persistent";
       case Fp8Scheduler::automatic: break;
@@ -421,7 +438,7 @@ class CudaFa3Fp8 final : public Subject {
   }
 
   const char* turns_name() const {
-    switch (turns_) {
+    switch (options_.turns) {
       case Fp8Turns::ring: return "ring";
       case Fp8Turns::none: return "none";
       case Fp8Turns::automatic: break;
@@ -429,14 +446,19 @@ class CudaFa3Fp8 final : public Subject {
     return "auto";
   }
 
+  // The subject's options (set_option restores them whole when it refuses a value).
+  struct Fp8Options {
+    bool scaled = false;
+    Fp8Turns turns = Fp8Turns::automatic;
+    Fp8VTranspose v_transpose = Fp8VTranspose::automatic;
+    Fa3Epilogue epilogue = Fa3Epilogue::automatic;
+    int block_k = kFp8BlockRows;
+    Fp8POperand p_operand = Fp8POperand::automatic;
+    Fp8Scheduler scheduler = Fp8Scheduler::automatic;
+  };
+
   SubjectInfo info_;
-  bool scaled_ = false;
-  Fp8Turns turns_ = Fp8Turns::automatic;
-  Fp8VTranspose v_transpose_ = Fp8VTranspose::automatic;
-  Fa3Epilogue epilogue_ = Fa3Epilogue::automatic;
-  int block_k_ = kFp8BlockRows;
-  Fp8POperand p_operand_ = Fp8POperand::automatic;
-  Fp8Scheduler scheduler_ = Fp8Scheduler::automatic;
+  Fp8Options options_;
   ZeroedDeviceWords work_counter_{sizeof(int)};  // (the persistent scheduler's)
 };
 

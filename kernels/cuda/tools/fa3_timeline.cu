@@ -211,7 +211,7 @@ struct Run {
       int sms = 0, l2_bytes = 0;
       check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
       check(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0), "cudaDeviceGetAttribute");
-      WorkTiles work = persistent_work_tiles(s, static_cast<int>(grid.x), sizeof(T), l2_bytes);
+      WorkTiles work = persistent_work_tiles(s, static_cast<int>(grid.x), Ops::kBlockScales ? kFp8SectionElementBytes : sizeof(T), l2_bytes);
       if (section > 0) work.section = std::min(section, work.pairs);
       check(cudaMemsetAsync(counter, 0, sizeof(int)), "cudaMemsetAsync (the tile counter)");
       p.work_counter = counter;
