@@ -688,6 +688,30 @@ TEST(CudaFa3Fp8, PersistentSchedulerGivesTheGridsBits) {
   std::cout << compared << " cases: the persistent scheduler gives the grid's bits\n";
 }
 
+// The sanitizers' case for the persistent scheduler (the name matches gpu-check's *SmallShapes* filter). The sweep
+// above has fewer work tiles than SMs, so none of its persistent CTAs walks a second tile; here 2 x 16 heads of 1000
+// rows are 192 work tiles (192 rows each), more than an H100's or H200's 132 SMs, so CTAs do, and the P tile that
+// staged one tile's O for the TMA store is rewritten by the next tile's P (memcheck and racecheck then watch that
+// reuse). Few keys keep it quick under the sanitizers; 129 keys with a bottom-right mask leave the first tiles without
+// keys. Bits against the grid's as above.
+TEST(CudaFa3Fp8, PersistentSchedulerSmallShapesWalkSeveralTiles) {
+  REQUIRE_HOPPER();
+  auto grid = fp8_subject(), persistent = fp8_subject();
+  ASSERT_TRUE(grid && persistent);
+  grid->set_option("scheduler", "grid"), persistent->set_option("scheduler", "persistent");
+  int compared = 0;
+  for (int nk : {129, 300}) {
+    for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
+      const gradcheck::Case c = testing::forward_case({2, 16, 4, 1000, nk, 128, 128}, m, "e4m3");
+      const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+      const gradcheck::Outputs want = gradcheck::Caller(*grid, c).fwd(in.q, in.k, in.v);
+      testing::expect_output_bits(gradcheck::Caller(*persistent, c).fwd(in.q, in.k, in.v), want, "scheduler=persistent", "scheduler=grid", c);
+      ++compared;
+    }
+  }
+  std::cout << compared << " cases of 192 work tiles: the persistent scheduler gives the grid's bits\n";
+}
+
 TEST(CudaFa3Fp8, OByTmaGivesTheGlobalStoresBits) {
   REQUIRE_HOPPER();
   auto tma = fp8_subject(), stores = fp8_subject();
