@@ -853,9 +853,10 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   // (the group's barrier before store_rows_by_tma orders every warp's waits for both before any thread's writes).
   // (FP8 at d = 64, or with P in registers: the group's tiles hold no whole 16-bit box, or too few: store_rows.)
   // The persistent kernel stages in its Q tile, and since the producer reloads that buffer with the Q of the work
-  // tile after next, the group releases the buffer (q_empty) only once the store has read it: its first thread waits
-  // for the store's reads after issuing the next work tile's first S (release_staged_q), and arrives for the group's
-  // four warps. Without the staging each warp releases the buffer as its last product completes. Where the Q tile holds
+  // tile after next, the group releases the buffer (q_empty) only once the store has read it: the releasers of its
+  // warps arrive after the staging, and its first thread, the last of them, after waiting for the store's reads once
+  // it has issued the next work tile's first S (release_staged_q). Without the staging each warp releases the buffer
+  // as its last product completes. Where the Q tile holds
   // fewer boxes than O (e4m3's Q, one of two), the rest is staged in the group's P tile, which the next work tile's first
   // pack rewrites: the group meets at its barrier before that pack (kStagedInP), so the issuer's wait comes first. The
   // epilogue's own barrier orders it before a store's writes where a work tile has no key tiles.
@@ -870,7 +871,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
     if (Persistent && staged_q >= 0) {
       if (issuer) {
         bulk_wait_read<0>();
-        mbarrier_arrive_count(&q_empty[staged_q], kReleasers / kGroups);  // (the group's warps' arrivals)
+        mbarrier_arrive(&q_empty[staged_q]);  // (its warp's arrival, the last of the group's four: the others came at the store)
       }
       staged_q = -1;
       p_tile_read = kStagedInP;
@@ -898,7 +899,10 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   for (int local = 0; local < (Persistent ? tiles : 1); ++local) {
     const int qb = local % kQBuffers;
     mbarrier_wait(&q_full[qb], (local / kQBuffers) & 1);
-    const int i = Persistent ? tile_of_buffer[qb] : 0;
+    // (read by each warp's releaser and passed to its lanes, so that every read of the buffer's word is ordered before
+    // the rewrite by the reader's own q_empty arrival: racecheck does not carry a warp's or a named barrier's order
+    // into an mbarrier arrival by another thread, and flagged the read by every lane when CTAs walk several tiles)
+    const int i = Persistent ? __shfl_sync(0xffffffffu, releaser ? tile_of_buffer[qb] : 0, 0) : 0;
     if (Persistent && i >= tiles) break;
     const CtaTile c = work.at(i, Persistent);
     const int n_tiles = key_tiles_of(c);
@@ -998,8 +1002,12 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         // (block exponents: tile j + 1's scale and O's factor as the producer formed them)
         float scale2_next = scale2, to_next = 1.f;
         if constexpr (Ops::kBlockScales) {
+          // (read by each warp's releaser, which releases K's entry e + 1 next, and passed to its lanes: a read by every
+          // lane would be ordered before the producer's rewrite only through the warp's convergence, which racecheck does
+          // not take as an order; flagged where the slots are reused)
           const float* slot = block_scales[(e + 1) % kScaleSlots];
-          scale2_next = slot[group], to_next = slot[kGroups];
+          scale2_next = __shfl_sync(0xffffffffu, releaser ? slot[group] : 0.f, 0);
+          to_next = __shfl_sync(0xffffffffu, releaser ? slot[kGroups] : 0.f, 0);
         }
         if (releaser) mbarrier_arrive(&k_empty[(e + 1) % Stages]);
         float alpha[2];
@@ -1024,12 +1032,11 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         if (releaser) mbarrier_arrive(&v_empty[e % Stages]);
       }
     }
-    // (every product on this Q is complete; Persistent: every lane read tile_of_buffer[qb], which the producer
-    // rewrites after this release, so __syncwarp orders those reads before lane 0's arrival; with O staged in the
-    // buffer, the group's barrier in store_rows_by_tma orders them before the issuer's later arrival)
+    // (every product on this Q is complete; Persistent: each warp's releaser read tile_of_buffer[qb], which the
+    // producer rewrites after this release, so its own arrival orders that read; with O staged in the buffer the
+    // releasers arrive after the store's staging, the issuer last, once the store has read it)
     release_staged_q();  // (a work tile without key tiles issued no S to release it under)
     if (!(Persistent && o_by_tma)) {
-      if constexpr (Persistent) __syncwarp();
       if (releaser) mbarrier_arrive(&q_empty[qb]);
     }
     if constexpr (Ops::kBlockScales) {
@@ -1038,7 +1045,10 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
     if (o_by_tma) {
       named_barrier_sync(group_barrier, 128);
       store_rows_by_tma<typename Ops::Out, D, Ops::kBlockScales>(o_boxes, o, st, th, p, &o_map, c.h, c.b, group_barrier, issuer, o_exp);
-      if constexpr (Persistent) staged_q = qb;
+      if constexpr (Persistent) {
+        if (releaser && !issuer) mbarrier_arrive(&q_empty[qb]);  // (the phase completes only with the issuer's, after the store's reads)
+        staged_q = qb;
+      }
     } else {
       store_rows<typename Ops::Out, D, Ops::kBlockScales>(o, st, th, p, c.h, c.b, o_exp);
     }
