@@ -854,8 +854,8 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   // (FP8 at d = 64, or with P in registers: the group's tiles hold no whole 16-bit box, or too few: store_rows.)
   // The persistent kernel stages in its Q tile, and since the producer reloads that buffer with the Q of the work
   // tile after next, the group releases the buffer (q_empty) only once the store has read it: the releasers of its
-  // warps arrive after the staging, and its first thread, the last of them, after waiting for the store's reads once
-  // it has issued the next work tile's first S (release_staged_q). Without the staging each warp releases the buffer
+  // other warps arrive after the staging, and its first thread, for its own warp, after waiting for the store's reads
+  // once it has issued the next work tile's first S (release_staged_q); the phase cannot complete without that arrival. Without the staging each warp releases the buffer
   // as its last product completes. Where the Q tile holds
   // fewer boxes than O (e4m3's Q, one of two), the rest is staged in the group's P tile, which the next work tile's first
   // pack rewrites: the group meets at its barrier before that pack (kStagedInP), so the issuer's wait comes first. The
@@ -871,7 +871,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
     if (Persistent && staged_q >= 0) {
       if (issuer) {
         bulk_wait_read<0>();
-        mbarrier_arrive(&q_empty[staged_q]);  // (its warp's arrival, the last of the group's four: the others came at the store)
+        mbarrier_arrive(&q_empty[staged_q]);  // (its warp's arrival; the group's other three arrive at the store, and the phase waits for this one)
       }
       staged_q = -1;
       p_tile_read = kStagedInP;
@@ -1034,7 +1034,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
     }
     // (every product on this Q is complete; Persistent: each warp's releaser read tile_of_buffer[qb], which the
     // producer rewrites after this release, so its own arrival orders that read; with O staged in the buffer the
-    // releasers arrive after the store's staging, the issuer last, once the store has read it)
+    // other releasers arrive after the store's staging and the issuer once the store has read it)
     release_staged_q();  // (a work tile without key tiles issued no S to release it under)
     if (!(Persistent && o_by_tma)) {
       if (releaser) mbarrier_arrive(&q_empty[qb]);

@@ -40,11 +40,6 @@ __device__ inline void mbarrier_arrive_expect_tx(std::uint64_t* bar, unsigned by
 __device__ inline void mbarrier_arrive(std::uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_address(bar)) : "memory");
 }
-// `count` arrivals at once (no transactions): one thread releasing a buffer for several warps whose reads it has
-// ordered before its own (a barrier they all passed).
-__device__ inline void mbarrier_arrive_count(std::uint64_t* bar, unsigned count) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(bar)), "r"(count) : "memory");
-}
 // Waits until the phase with parity `phase` has completed.
 __device__ inline void mbarrier_wait(std::uint64_t* bar, unsigned phase) {
   asm volatile(
