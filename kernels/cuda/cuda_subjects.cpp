@@ -356,6 +356,11 @@ class CudaFa3 final : public CudaAttentionSubject {
                       "the backward's key-tiled pass: tiles (a CTA per key tile of 128), persistent (a CTA per SM walking the "
                       "tiles in the same order, the next tile's K and V loaded during this tile's epilogue) or a number of CTAs "
                       "to walk them. The same arithmetic in each"},
+                     {"bwd_tail", "auto",
+                      "the key-tiled pass's launch order: its tiles go head by head (key tile fastest), except the last this many "
+                      "(batch, kv head) pairs, whose tiles go key tile slowest, so that under a causal mask their long first key "
+                      "tiles start before any short last one. auto: about four waves of the SMs under a causal mask, 0 without; "
+                      "or a count in [0, 2^20] (more than the pairs: all of them). The same arithmetic in each"},
                      {"epilogue", "automatic",
                       "automatic: the forward stores O through shared memory and one TMA store per 64-column box (FA3's epilogue) where O is "
                       "rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"},
@@ -400,9 +405,20 @@ class CudaFa3 final : public CudaAttentionSubject {
       key_pass_ctas_ = ctas;
       return;
     }
+    if (name == "bwd_tail") {
+      int heads = -1;
+      if (value != "auto") {
+        const bool digits = !value.empty() && value.size() <= 7 && value.find_first_not_of("0123456789") == std::string::npos;
+        heads = digits ? std::stoi(value) : -1;
+        if (heads < 0 || heads > 1 << 20) throw SubjectError(info_.name + ": bwd_tail=" + value + ": auto or a count of head pairs in [0, 2^20]");
+      }
+      info_.options[5].value = value;
+      key_pass_tail_heads_ = heads;
+      return;
+    }
     if (name == "epilogue") {
       epilogue_ = parse_fa3_epilogue(info_.name, value);
-      info_.options[5].value = value;
+      info_.options[6].value = value;
       return;
     }
     if (name == "scheduler") {
@@ -410,11 +426,11 @@ class CudaFa3 final : public CudaAttentionSubject {
       if (value == "persistent" && ((schedule_ != kAuto && schedule_ != Fa3Schedule::ws_overlap_pingpong) || key_tile_ != 128)) {
         throw SubjectError(info_.name + ": scheduler=persistent runs with schedule auto or ws_overlap_pingpong and key_tile=128 only");
       }
-      info_.options[6].value = value;
+      info_.options[7].value = value;
       scheduler_ = value;
       return;
     }
-    if (name != "schedule") throw SubjectError(info_.name + ": no option " + name + " (schedule, bwd, key_tile, dq_convert, bwd_grid, epilogue, scheduler)");
+    if (name != "schedule") throw SubjectError(info_.name + ": no option " + name + " (schedule, bwd, key_tile, dq_convert, bwd_grid, bwd_tail, epilogue, scheduler)");
     for (Fa3Schedule s : kSchedules) {
       if (value == fa3_schedule_name(s)) {
         if (key_tile_ != 128 && s != Fa3Schedule::ws_overlap_pingpong) throw SubjectError(info_.name + ": schedule=" + value + " runs with key_tile=128 only");
@@ -450,7 +466,9 @@ class CudaFa3 final : public CudaAttentionSubject {
   void backward(const BackwardParams& p, cudaStream_t stream) override { fa3_backward(p, stream); }
   bool needs_dq_accum() const override { return !info_.deterministic; }
   bool needs_dq_ready() const override { return !info_.deterministic && dq_overlapped_; }
-  void configure(BackwardParams& p) const override { p.deterministic = info_.deterministic, p.key_pass_ctas = key_pass_ctas_; }
+  void configure(BackwardParams& p) const override {
+    p.deterministic = info_.deterministic, p.key_pass_ctas = key_pass_ctas_, p.key_pass_tail_heads = key_pass_tail_heads_;
+  }
 
  private:
   static constexpr Fa3Schedule kSchedules[] = {Fa3Schedule::one_group,          Fa3Schedule::ws, Fa3Schedule::ws_overlap, Fa3Schedule::ws_overlap_pingpong,
@@ -462,6 +480,7 @@ class CudaFa3 final : public CudaAttentionSubject {
   int key_tile_ = 128;
   bool dq_overlapped_ = true;  // (option dq_convert)
   int key_pass_ctas_ = 0;  // (option bwd_grid: BackwardParams::key_pass_ctas)
+  int key_pass_tail_heads_ = -1;  // (option bwd_tail: BackwardParams::key_pass_tail_heads; -1 auto)
   Fa3Epilogue epilogue_ = Fa3Epilogue::automatic;
   std::string scheduler_ = "auto";
   ZeroedDeviceWords work_counter_{sizeof(int)};  // (the persistent scheduler's)

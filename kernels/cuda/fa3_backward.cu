@@ -28,6 +28,7 @@
 #include "kernels/cuda/hopper/grid_dependence.cuh"
 #include "kernels/cuda/hopper/tensor_map.hpp"
 #include "kernels/cuda/kernel_launch.cuh"
+#include "kernels/cuda/key_tile_order.hpp"
 
 namespace fc::kernels::cuda {
 namespace {
@@ -165,17 +166,6 @@ __device__ inline void p_transposed(float (&st)[8][4], const float (&l2_of)[8][2
   }
 }
 
-// A key tile of the pass: its first key, kv head and batch. Tiles are numbered key tile fastest, then kv head, then
-// batch: the launch order of a grid of one CTA per tile, so that the tiles in work at once, in either form, share
-// their heads' Q and dO in L2.
-struct KeyTile {
-  int k0, hk, b;
-};
-__device__ inline KeyTile key_tile_at(int tile, int key_tiles, int heads_kv) {
-  const int head_pair = tile / key_tiles;
-  return {(tile - head_pair * key_tiles) * kCtaRows, head_pair % heads_kv, head_pair / heads_kv};
-}
-
 // The key-tiled pass. A CTA walks the tiles blockIdx.x, blockIdx.x + gridDim.x, ...: one each with a grid of one CTA
 // per tile; with a persistent grid (a CTA per SM, p.key_pass_ctas) each CTA walks about tiles / SMs, and the next
 // tile's K and V load while this tile's epilogue runs (the dQ reductions' completion, the dK and dV stores; the
@@ -210,6 +200,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   const bool causal = s.mask != CausalMask::none;
   const int offset = s.causal_offset();
   const int key_tiles = (s.seq_k + kCtaRows - 1) / kCtaRows, tiles = key_tiles * s.heads_kv * s.batch;
+  const KeyTileOrder order = key_tile_order(s, kCtaRows, p.key_pass_tail_heads);  // (key_tile_order.hpp)
 
   if (threadIdx.x == 0) {
     mbarrier_init(&kv_full, 1), mbarrier_init(&kv_empty, kConsumerThreads);
@@ -230,7 +221,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     if (threadIdx.x == kConsumerThreads) {
       int g = 0, walked = 0;  // steps and tiles so far
       for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++walked) {
-        const KeyTile at = key_tile_at(tile, key_tiles, s.heads_kv);
+        const KeyTile at = key_tile_at(tile, order);
         const RowTileWalk walk = row_tiles_seeing(s, at.k0, kQueryRows);
         if (walked > 0) mbarrier_wait(&kv_empty, (walked - 1) & 1);
         mbarrier_arrive_expect_tx(&kv_full, 2 * kConsumers * kGroupBytes);
@@ -254,7 +245,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
       const int lane = threadIdx.x % 32;
       int g = 0;
       for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        const KeyTile at = key_tile_at(tile, key_tiles, s.heads_kv);
+        const KeyTile at = key_tile_at(tile, order);
         const RowTileWalk walk = row_tiles_seeing(s, at.k0, kQueryRows);
         for (int e = 0; e < walk.steps; ++e, ++g) {
           const int stage = g % kBwdStages, h = at.hk * group_size + e / walk.per_head, row0 = (walk.first_tile + e % walk.per_head) * kQueryRows;
@@ -275,7 +266,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   unsigned g = 0;  // steps so far (unsigned: its remainders and halves are the stage and buffer indices and parities)
   int walked = 0;  // tiles so far
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++walked) {
-    const KeyTile at = key_tile_at(tile, key_tiles, s.heads_kv);
+    const KeyTile at = key_tile_at(tile, order);
     const int k0 = at.k0, hk = at.hk, b = at.b;
     const RowTileWalk walk = row_tiles_seeing(s, k0, kQueryRows);
     const int first_tile = walk.first_tile, per_head = walk.per_head, steps = walk.steps;
@@ -544,7 +535,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dq_kernel(const __grid_cons
 // idle and convert the heads finished by then, instead of a pass over dQ after the last CTA. (With walkers, bwd_grid:
 // a CTA per SM, they start as the walkers exit, nearly together, so the overlap shrinks to the walkers' spread; with
 // fewer walkers than SMs they poll on the idle SMs from the start.) Block order follows the order in which the pass
-// finishes heads (its tiles are numbered key tile, kv head, batch: key_tile_at). The last block also waits for the pass to complete, so that this grid never completes
+// finishes heads (head by head, key_tile_order.hpp; the causal tail's heads finish together, at the end, so less of
+// their conversion overlaps the pass). The last block also waits for the pass to complete, so that this grid never completes
 // before its prerequisite: work queued after it in the stream sees the whole backward done. (What keeps these blocks
 // off the pass's SMs is its register file: 384 threads at ptxas's 168 registers hold 64512 of the SM's 65536. Were
 // that to change, they would share an SM with a CTA of the pass and poll there: slower, not wrong.)
@@ -582,8 +574,35 @@ CUtensorMap map_of(const Strided& x, const BackwardParams& p, int heads, int row
   return map_sw128(x, p.type, p.shape, heads, rows, box_rows);
 }
 
+int sm_count(const char* who) {
+  int device = 0, sms = 0;
+  check_launch_result(cudaGetDevice(&device), who);
+  check_launch_result(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), who);
+  return sms;
+}
+
+// The head pairs launched key tile slowest (BackwardParams::key_pass_tail_heads; at most all of them). Auto, under a
+// causal mask: enough pairs for about kTailWaves waves of the SMs, ceil(kTailWaves SMs / key tiles). A list-scheduling
+// model of the pass (a tile's time its steps plus one; CTAs taken in launch order) puts the head-by-head order's last
+// wave 6.8 % (4k, B H = 64) and 5.6 % (8k) above the ideal at the bench's shapes, and this tail at 0.9-1.0 %; more
+// pairs gain little in the model and spread the CTAs in work over more heads' Q and dO in L2. Without a mask every
+// key tile has the same steps, so head by head (0) loses nothing and keeps L2's reuse.
+constexpr int kTailWaves = 4;
+int key_tail_heads(const BackwardParams& p, int key_tiles) {
+  const AttentionShapeParams& s = p.shape;
+  const int pairs = s.batch * s.heads_kv;
+  if (p.key_pass_tail_heads < -1) {
+    throw std::runtime_error("cuda.fa3 backward: key_pass_tail_heads " + std::to_string(p.key_pass_tail_heads) + ": -1 (auto) or a count of head pairs >= 0");
+  }
+  if (p.key_pass_tail_heads >= 0) return std::min(p.key_pass_tail_heads, pairs);
+  if (s.mask == CausalMask::none) return 0;
+  const long long wanted = (static_cast<long long>(kTailWaves) * sm_count("cuda.fa3 backward") + key_tiles - 1) / key_tiles;
+  return static_cast<int>(std::min<long long>(wanted, pairs));
+}
+
 template <class T, int D>
-void launch_backward(const BackwardParams& p, cudaStream_t stream) {
+void launch_backward(const BackwardParams& given, cudaStream_t stream) {
+  BackwardParams p = given;
   const AttentionShapeParams& s = p.shape;
   // (fused: launch_delta refuses a missing or unaligned dq_accum, which the TMA reductions' tensor map needs 16-byte aligned)
   launch_delta<T>(p, stream, "cuda.fa3 backward: D (and, fused, dq_accum's zeros)", !p.deterministic);
@@ -598,12 +617,8 @@ void launch_backward(const BackwardParams& p, cudaStream_t stream) {
   // (at most 2^30: a walker's tile index, tile + gridDim.x, stays inside int)
   if (tiles > (1 << 30)) throw std::runtime_error("cuda.fa3 backward: " + std::to_string(tiles) + " key tiles of 128: at most 2^30");
   long long walkers = p.key_pass_ctas > 0 ? p.key_pass_ctas : tiles;
-  if (p.key_pass_ctas < 0) {
-    int device = 0, sms = 0;
-    check_launch_result(cudaGetDevice(&device), "cuda.fa3 backward");
-    check_launch_result(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cuda.fa3 backward");
-    walkers = sms;
-  }
+  if (p.key_pass_ctas < 0) walkers = sm_count("cuda.fa3 backward");
+  p.key_pass_tail_heads = key_tail_heads(given, (s.seq_k + kCtaRows - 1) / kCtaRows);  // (after the check above: batch heads_kv <= tiles)
   const dim3 kv_grid(static_cast<unsigned>(std::min(tiles, walkers)));
   if (!p.deterministic) {  // fused: dQ's partials added into p.dq_accum by the key-tiled pass, then scaled and rounded
     constexpr std::size_t bytes = dk_dv_smem_bytes<T, D, true>();

@@ -17,6 +17,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -150,14 +151,17 @@ TEST(Fa3Backward, TheConversionWaitsForEveryWarpgroupsLastPartial) {
   std::cout << compared << " shapes with dQ compared bit for bit under the delay; counts checked on all\n";
 }
 
-// The key-tiled pass walked by fewer CTAs than tiles (bwd_grid=N, or persistent: a CTA per SM) must give the bits of
-// a CTA per tile: each tile's arithmetic is the same, only the CTA that runs it changes, and the steps' ring stages,
-// dS^T buffers and barrier parities run on across a CTA's tiles (fa3_backward.cu). dK and dV are sums in registers,
-// so bit for bit at every shape; dQ too wherever its fp32 sum is deterministic (Nk <= 128: one key tile per kv head,
-// the file's comment above) and with bwd=two_pass everywhere. Walkers 1, 3 and a CTA per SM on shapes of 3 to 256
+// The key-tiled pass walked by fewer CTAs than tiles (bwd_grid=N, or persistent: a CTA per SM), or launched in
+// another order (bwd_tail: the last head pairs key tile slowest), must give the bits of a CTA per tile head by head:
+// each tile's arithmetic is the same, only the CTA that runs it and when change, and the steps' ring stages, dS^T
+// buffers and barrier parities run on across a CTA's tiles (fa3_backward.cu). dK and dV are sums in registers, so bit
+// for bit at every shape; dQ too wherever its fp32 sum is deterministic (Nk <= 128: one key tile per kv head, the
+// file's comment above) and with bwd=two_pass everywhere. Walkers 1, 3 and a CTA per SM on shapes of 3 to 256
 // tiles: a CTA walks up to 256 tiles, with tiles of zero steps (top-left causal, Nq < Nk) among them, and tiles of an
-// odd number of steps (the ring's stage and dS^T's buffer carried across tiles). The policy alternates from case to case.
-TEST(Fa3Backward, KeyPassWalkersGiveTheBitsOfACtaPerTile) {
+// odd number of steps (the ring's stage and dS^T's buffer carried across tiles). The orders: a tail of 3 head pairs
+// (all of them on some shapes, one key tile on others), and auto (all head pairs under the causal masks at these
+// sizes, none without a mask), also with walkers. The policy alternates from case to case.
+TEST(Fa3Backward, KeyPassWalkersAndOrdersGiveTheBitsOfACtaPerTileHeadByHead) {
   REQUIRE_HOPPER();
   struct Shape {
     int batch, heads_q, heads_kv, nq, nk;
@@ -172,10 +176,11 @@ TEST(Fa3Backward, KeyPassWalkersGiveTheBitsOfACtaPerTile) {
   for (const char* form : {"fused", "two_pass"}) {
     auto tiled = testing::registered_subject("cuda.fa3");
     ASSERT_TRUE(tiled) << "cuda.fa3 is not registered on this Hopper GPU";
-    tiled->set_option("bwd", form), tiled->set_option("bwd_grid", "tiles");
-    for (const char* walkers : {"1", "3", "persistent"}) {
+    tiled->set_option("bwd", form), tiled->set_option("bwd_grid", "tiles"), tiled->set_option("bwd_tail", "0");
+    const std::pair<const char*, const char*> runs[] = {{"1", "0"}, {"3", "auto"}, {"persistent", "0"}, {"tiles", "3"}, {"tiles", "auto"}};
+    for (const auto& [walkers, tail] : runs) {
       auto walked = testing::registered_subject("cuda.fa3");
-      walked->set_option("bwd", form), walked->set_option("bwd_grid", walkers);
+      walked->set_option("bwd", form), walked->set_option("bwd_grid", walkers), walked->set_option("bwd_tail", tail);
       for (int d : {64, 128}) {
         for (const Shape& sh : shapes) {
           for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
@@ -193,7 +198,7 @@ TEST(Fa3Backward, KeyPassWalkersGiveTheBitsOfACtaPerTile) {
               if (std::string(t) == "dQ" && !dq_deterministic) continue;
               const testing::Difference diff = testing::differing(got.at(t).values(), want.at(t).values());
               EXPECT_EQ(diff.count, 0u) << t << " differs in " << diff.count << " entries (first at " << diff.first << ") for bwd=" << form
-                                        << " bwd_grid=" << walkers << " " << c.to_string();
+                                        << " bwd_grid=" << walkers << " bwd_tail=" << tail << " " << c.to_string();
             }
             ++compared;
           }
@@ -201,15 +206,17 @@ TEST(Fa3Backward, KeyPassWalkersGiveTheBitsOfACtaPerTile) {
       }
     }
   }
-  std::cout << compared << " cases: walked key-tiled passes give the bits of a CTA per tile\n";
+  std::cout << compared << " cases: walked and reordered key-tiled passes give the bits of a CTA per tile head by head\n";
 }
 
-TEST(Fa3Backward, KeyPassWalkersAreAnOptionWithItsRange) {
+TEST(Fa3Backward, KeyPassWalkersAndTailAreOptionsWithTheirRanges) {
   REQUIRE_HOPPER();
   auto s = testing::registered_subject("cuda.fa3");
   ASSERT_TRUE(s);
   for (const char* bad : {"0", "-1", "two", "3x", "", " 3", "+3", "2000000", "99999999999"}) EXPECT_THROW(s->set_option("bwd_grid", bad), SubjectError) << bad;
   for (const char* good : {"tiles", "persistent", "1", "132"}) EXPECT_NO_THROW(s->set_option("bwd_grid", good)) << good;
+  for (const char* bad : {"-1", "two", "3x", "", " 3", "+3", "2000000", "99999999999", "Auto"}) EXPECT_THROW(s->set_option("bwd_tail", bad), SubjectError) << bad;
+  for (const char* good : {"auto", "0", "1", "1048576"}) EXPECT_NO_THROW(s->set_option("bwd_tail", good)) << good;
 }
 
 }  // namespace
