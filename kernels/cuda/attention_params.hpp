@@ -86,11 +86,10 @@ struct BackwardParams {
   // fa3's key-tiled pass: 0, a CTA per key tile; -1, a CTA per SM walking the tiles (persistent); n > 0, n CTAs walking
   // them (at most one per tile; experiments and tests, which walk several tiles per CTA on small shapes this way)
   int key_pass_ctas = 0;
-  // fa3's key-tiled pass, its launch order: the last this many (batch, kv head) pairs launch their key tiles key tile
-  // slowest (so under a causal mask every head's long first key tiles before any short last one), the pairs before
-  // them key tile fastest (head by head, sharing Q and dO in L2). 0: head by head throughout; -1 (auto): under a
-  // causal mask about four waves of the SMs' worth of tiles (fa3_backward.cu, key_tail_heads), else 0. Any value
-  // gives the same arithmetic per tile, so dK and dV keep their bits.
+  // fa3's key-tiled pass, its launch order (key_tile_order.hpp): the last this many (batch, kv head) pairs launch their
+  // key tiles key tile slowest (under a causal mask every one of those heads' long first key tiles before any short
+  // last one), the pairs before them key tile fastest, head by head. 0: head by head throughout (measured no slower:
+  // NOTES, "The causal backward's launch order"); more than the pairs: all of them. The same arithmetic per tile.
   int key_pass_tail_heads = 0;
   DkDvLayout dk_dv_layout = DkDvLayout::automatic;
   int dk_dv_keys = 64;         // fa2, warp_keys layout: keys per block, 64 (4 warps) or 128 (8 warps)

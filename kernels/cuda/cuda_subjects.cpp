@@ -356,11 +356,11 @@ class CudaFa3 final : public CudaAttentionSubject {
                       "the backward's key-tiled pass: tiles (a CTA per key tile of 128), persistent (a CTA per SM walking the "
                       "tiles in the same order, the next tile's K and V loaded during this tile's epilogue) or a number of CTAs "
                       "to walk them. The same arithmetic in each"},
-                     {"bwd_tail", "auto",
+                     {"bwd_tail", "0",
                       "the key-tiled pass's launch order: its tiles go head by head (key tile fastest), except the last this many "
                       "(batch, kv head) pairs, whose tiles go key tile slowest, so that under a causal mask their long first key "
-                      "tiles start before any short last one. auto: about four waves of the SMs under a causal mask, 0 without; "
-                      "or a count in [0, 2^20] (more than the pairs: all of them). The same arithmetic in each"},
+                      "tiles start before any short last one; a count in [0, 2^20] (more than the pairs: all of them). Measured "
+                      "no faster than 0 on an H200 (NOTES); the same arithmetic in each"},
                      {"epilogue", "automatic",
                       "automatic: the forward stores O through shared memory and one TMA store per 64-column box (FA3's epilogue) where O is "
                       "rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"},
@@ -406,12 +406,9 @@ class CudaFa3 final : public CudaAttentionSubject {
       return;
     }
     if (name == "bwd_tail") {
-      int heads = -1;
-      if (value != "auto") {
-        const bool digits = !value.empty() && value.size() <= 7 && value.find_first_not_of("0123456789") == std::string::npos;
-        heads = digits ? std::stoi(value) : -1;
-        if (heads < 0 || heads > 1 << 20) throw SubjectError(info_.name + ": bwd_tail=" + value + ": auto or a count of head pairs in [0, 2^20]");
-      }
+      const bool digits = !value.empty() && value.size() <= 7 && value.find_first_not_of("0123456789") == std::string::npos;
+      const int heads = digits ? std::stoi(value) : -1;
+      if (heads < 0 || heads > 1 << 20) throw SubjectError(info_.name + ": bwd_tail=" + value + ": a count of head pairs in [0, 2^20]");
       info_.options[5].value = value;
       key_pass_tail_heads_ = heads;
       return;
@@ -480,7 +477,7 @@ class CudaFa3 final : public CudaAttentionSubject {
   int key_tile_ = 128;
   bool dq_overlapped_ = true;  // (option dq_convert)
   int key_pass_ctas_ = 0;  // (option bwd_grid: BackwardParams::key_pass_ctas)
-  int key_pass_tail_heads_ = -1;  // (option bwd_tail: BackwardParams::key_pass_tail_heads; -1 auto)
+  int key_pass_tail_heads_ = 0;  // (option bwd_tail: BackwardParams::key_pass_tail_heads)
   Fa3Epilogue epilogue_ = Fa3Epilogue::automatic;
   std::string scheduler_ = "auto";
   ZeroedDeviceWords work_counter_{sizeof(int)};  // (the persistent scheduler's)

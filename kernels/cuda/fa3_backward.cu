@@ -535,8 +535,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dq_kernel(const __grid_cons
 // idle and convert the heads finished by then, instead of a pass over dQ after the last CTA. (With walkers, bwd_grid:
 // a CTA per SM, they start as the walkers exit, nearly together, so the overlap shrinks to the walkers' spread; with
 // fewer walkers than SMs they poll on the idle SMs from the start.) Block order follows the order in which the pass
-// finishes heads (head by head, key_tile_order.hpp; the causal tail's heads finish together, at the end, so less of
-// their conversion overlaps the pass). The last block also waits for the pass to complete, so that this grid never completes
+// finishes heads (head by head, key_tile_order.hpp; with a tail, bwd_tail, the tail's heads finish together, at the end,
+// so less of their conversion overlaps the pass). The last block also waits for the pass to complete, so that this grid never completes
 // before its prerequisite: work queued after it in the stream sees the whole backward done. (What keeps these blocks
 // off the pass's SMs is its register file: 384 threads at ptxas's 168 registers hold 64512 of the SM's 65536. Were
 // that to change, they would share an SM with a CTA of the pass and poll there: slower, not wrong.)
@@ -581,23 +581,12 @@ int sm_count(const char* who) {
   return sms;
 }
 
-// The head pairs launched key tile slowest (BackwardParams::key_pass_tail_heads; at most all of them). Auto, under a
-// causal mask: enough pairs for about kTailWaves waves of the SMs, ceil(kTailWaves SMs / key tiles). A list-scheduling
-// model of the pass (a tile's time its steps plus one; CTAs taken in launch order) puts the head-by-head order's last
-// wave 6.8 % (4k, B H = 64) and 5.6 % (8k) above the ideal at the bench's shapes, and this tail at 0.9-1.0 %; more
-// pairs gain little in the model and spread the CTAs in work over more heads' Q and dO in L2. Without a mask every
-// key tile has the same steps, so head by head (0) loses nothing and keeps L2's reuse.
-constexpr int kTailWaves = 4;
-int key_tail_heads(const BackwardParams& p, int key_tiles) {
-  const AttentionShapeParams& s = p.shape;
-  const int pairs = s.batch * s.heads_kv;
-  if (p.key_pass_tail_heads < -1) {
-    throw std::runtime_error("cuda.fa3 backward: key_pass_tail_heads " + std::to_string(p.key_pass_tail_heads) + ": -1 (auto) or a count of head pairs >= 0");
+// The head pairs launched key tile slowest (BackwardParams::key_pass_tail_heads), at most all of them.
+int key_tail_heads(const BackwardParams& p) {
+  if (p.key_pass_tail_heads < 0) {
+    throw std::runtime_error("cuda.fa3 backward: key_pass_tail_heads " + std::to_string(p.key_pass_tail_heads) + ": a count of head pairs >= 0");
   }
-  if (p.key_pass_tail_heads >= 0) return std::min(p.key_pass_tail_heads, pairs);
-  if (s.mask == CausalMask::none) return 0;
-  const long long wanted = (static_cast<long long>(kTailWaves) * sm_count("cuda.fa3 backward") + key_tiles - 1) / key_tiles;
-  return static_cast<int>(std::min<long long>(wanted, pairs));
+  return std::min(p.key_pass_tail_heads, p.shape.batch * p.shape.heads_kv);
 }
 
 template <class T, int D>
@@ -618,7 +607,7 @@ void launch_backward(const BackwardParams& given, cudaStream_t stream) {
   if (tiles > (1 << 30)) throw std::runtime_error("cuda.fa3 backward: " + std::to_string(tiles) + " key tiles of 128: at most 2^30");
   long long walkers = p.key_pass_ctas > 0 ? p.key_pass_ctas : tiles;
   if (p.key_pass_ctas < 0) walkers = sm_count("cuda.fa3 backward");
-  p.key_pass_tail_heads = key_tail_heads(given, (s.seq_k + kCtaRows - 1) / kCtaRows);  // (after the check above: batch heads_kv <= tiles)
+  p.key_pass_tail_heads = key_tail_heads(given);  // (after the check above: batch heads_kv <= tiles, so no overflow)
   const dim3 kv_grid(static_cast<unsigned>(std::min(tiles, walkers)));
   if (!p.deterministic) {  // fused: dQ's partials added into p.dq_accum by the key-tiled pass, then scaled and rounded
     constexpr std::size_t bytes = dk_dv_smem_bytes<T, D, true>();

@@ -84,13 +84,12 @@ const GpuSubject kGpuSubjects[] = {
     // (the fused backward with dQ converted after its pass rather than overlapped with it, the default: a quarter)
     {"fa3_dq_convert_after", "cuda.fa3", {{"dq_convert", "after"}}, cpu::make_cpu_fa3, {Op::bwd}, 0, 4},
     // (the key-tiled pass walked by 3 CTAs, so that the harness's small shapes walk several tiles a CTA, and by a
-    // CTA per SM: a quarter each; Fa3Backward.KeyPassWalkersAndOrders* checks the bits against a CTA per tile)
+    // CTA per SM: a quarter each; Fa3Backward/KeyPass.* checks the bits against a CTA per tile)
     {"fa3_bwd_walk3", "cuda.fa3", {{"bwd_grid", "3"}}, cpu::make_cpu_fa3, {Op::bwd}, 0, 4},
     {"fa3_bwd_two_pass_walk3", "cuda.fa3", {{"bwd", "two_pass"}, {"bwd_grid", "3"}}, cpu::make_cpu_fa3, {Op::bwd}, 0, 4},
     {"fa3_bwd_persistent", "cuda.fa3", {{"bwd_grid", "persistent"}}, cpu::make_cpu_fa3, {Op::bwd}, 0, 4},
-    // (bwd_tail auto launches the causal key tiles key tile slowest at these sizes; head by head, the order without a
-    // mask, under the causal masks too: a quarter)
-    {"fa3_bwd_head_by_head", "cuda.fa3", {{"bwd_tail", "0"}}, cpu::make_cpu_fa3, {Op::bwd}, 0, 4},
+    // (the key-tiled pass launched key tile slowest for every head pair, bwd_tail above the pairs: a quarter)
+    {"fa3_bwd_tail_all", "cuda.fa3", {{"bwd_tail", "1048576"}}, cpu::make_cpu_fa3, {Op::bwd}, 0, 4},
     {"fa3_one_group", "cuda.fa3", {{"schedule", "one_group"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     {"fa3_ws", "cuda.fa3", {{"schedule", "ws"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
     {"fa3_ws_overlap", "cuda.fa3", {{"schedule", "ws_overlap"}}, cpu::make_cpu_fa3, {Op::fwd}, 0, 4},
