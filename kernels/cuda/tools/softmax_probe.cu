@@ -1,0 +1,276 @@
+// softmax-probe: what one forward step's softmax costs a warp on its own, on a Hopper GPU (a tool, not a test; NOTES
+// "What the softmax costs a warp: a microbenchmark").
+//
+// The forward kernels' step (fa3_forward.cuh) runs softmax_tile_as on a thread's 2 rows x 32 columns of S (a 128-key
+// tile: 64 MUFU.EX2 a thread). Inside the kernel the timeline (fa3-timeline) sees the whole softmax take 1580-1900 SM
+// clocks. This tool calls the same function in a loop, one CTA on one SM, with nothing else on the SM or with one
+// neighbour at a time, and prints SM clocks (clock64) per call, so that the softmax's own cost can be told from what
+// the kernel's other warps add:
+//   1. the softmax at 1, 4, 8, 12 and 16 warps a SM (1 to 4 warps a sub-partition);
+//   2. 64 independent FFMA + MUFU.EX2 a thread alone (the special-function unit's rate), and the exponentials and row
+//      sums without the max;
+//   3. FA4's cubic exp2 (exp2_emulated) on 1/8 .. 4/8 of the exponentials, at 4 and 12 warps;
+//   4. the softmax beside a warpgroup that keeps issuing QGMMA m64n128k32 (S = Q K^T at d = 128, e4m3, from shared
+//      memory), with one and two softmax warpgroups;
+//   5. the softmax beside a warpgroup of mbarrier try_wait loops, of shared stores with fence.proxy.async (a pack's), or
+//      of shuffles.
+// Each softmax call takes the previous call's P as its S (the chain a kernel step has from S to P); the values stay
+// finite and bounded.
+//
+// Usage: softmax-probe (no arguments).
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+
+#include "kernels/cuda/fa3_forward.cuh"
+#include "kernels/cuda/fa3_fp8_ops.cuh"
+
+namespace {
+
+using namespace fc::kernels::cuda;
+using namespace fc::kernels::cuda::fa3;
+
+constexpr int kNb = 16;  // n8 blocks of a 128-key tile
+constexpr float kScale2 = 0.125f;
+
+__device__ void fill_scores(float (&sc)[kNb][4]) {
+#pragma unroll
+  for (int nb = 0; nb < kNb; ++nb) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) sc[nb][i] = __sinf(threadIdx.x * 0.37f + nb * 1.3f + i * 0.7f) * 4.f;
+  }
+}
+
+// The thread's values folded into one float, written out so that no call is dead code.
+__device__ float fold(const float (&sc)[kNb][4], const RowStats& st) {
+  float acc = st.l[0] + st.l[1] + st.m[0] + st.m[1];
+#pragma unroll
+  for (int nb = 0; nb < kNb; ++nb) acc += sc[nb][0] + sc[nb][1] + sc[nb][2] + sc[nb][3];
+  return acc;
+}
+
+enum class Work { softmax, mufu_only, exp_and_sums };
+
+template <Work W, class Rule>
+__device__ void step(float (&sc)[kNb][4], RowStats& st, const GroupThread& th, const AttentionShapeParams& s) {
+  if constexpr (W == Work::softmax) {
+    float alpha[2];
+    softmax_tile_as<false, Rule>(sc, st, alpha, 0, th, s, kScale2);
+    sc[0][0] += alpha[0], sc[0][2] += alpha[1];
+  } else if constexpr (W == Work::mufu_only) {
+#pragma unroll
+    for (int nb = 0; nb < kNb; ++nb) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sc[nb][i] = fast_exp2(fmaf(sc[nb][i], kScale2, -1.f));
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float row_sum = 0.f;
+#pragma unroll
+      for (int nb = 0; nb < kNb; ++nb) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          float& x = sc[nb][2 * r + c];
+          x = fast_exp2(fmaf(x, kScale2, -1.f));
+          row_sum += x;
+        }
+      }
+      st.l[r] += row_sum;
+    }
+  }
+}
+
+// Warps [0, working_warps) run `iters` steps and record their clocks; the rest of the CTA is the neighbour.
+template <Work W, class Rule>
+__device__ void timed_steps(float* out, long long* cycles, int iters) {
+  float sc[kNb][4];
+  fill_scores(sc);
+  RowStats st;
+  const GroupThread th(0, static_cast<int>(threadIdx.x % 128));
+  AttentionShapeParams s{};
+  s.seq_q = s.seq_k = 1 << 20;
+  const long long t0 = clock64();
+  for (int it = 0; it < iters; ++it) step<W, Rule>(sc, st, th, s);
+  const long long t1 = clock64();
+  out[threadIdx.x] = fold(sc, st);
+  if (threadIdx.x % 32 == 0) cycles[threadIdx.x / 32] = t1 - t0;
+}
+
+template <Work W, class Rule>
+__global__ void __launch_bounds__(512) alone(float* out, long long* cycles, int iters) {
+  timed_steps<W, Rule>(out, cycles, iters);
+}
+
+// The last warpgroup issues pairs of S = Q K^T (QGMMA, 8 a pair) on 24 KB of e4m3 bytes; the others run the softmax.
+constexpr unsigned kQkBytes = 8192 + 16384;
+__global__ void __launch_bounds__(384) beside_products(float* out, long long* cycles, int iters, int pairs) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  for (unsigned i = threadIdx.x; i < kQkBytes / 4; i += blockDim.x) {
+    reinterpret_cast<unsigned*>(smem)[i] = ((i * 2654435761u) & 0x3f3f3f3fu) + 0x10101010u;  // (bytes 0x10 .. 0x4f: 2^-5 .. 2^2, no NaN)
+  }
+  __syncthreads();
+  if (threadIdx.x / 128 == blockDim.x / 128 - 1) {
+    using Ops = E4m3Ops<__nv_bfloat16, 128>;
+    float a[kNb][4], b[kNb][4];
+    const long long t0 = clock64();
+    for (int i = 0; i < pairs; ++i) {
+      Ops::qk(a, smem, smem + 8192);
+      Ops::qk(b, smem, smem + 8192);
+      wgmma_wait<0>();
+    }
+    const long long t1 = clock64();
+    if (threadIdx.x % 128 == 0) cycles[31] = t1 - t0;
+    out[threadIdx.x] = a[3][1] + b[5][2];
+    return;
+  }
+  timed_steps<Work::softmax, Fa3Rule>(out, cycles, iters);
+}
+
+enum class Noise { none, mbarrier_waits, shared_stores, shuffles };
+
+// Warpgroup 0 runs the softmax; warpgroup 1 makes noise of one kind until warpgroup 0 is done.
+template <Noise N>
+__global__ void __launch_bounds__(256) beside_noise(float* out, long long* cycles, int iters) {
+  __shared__ __align__(16) float tile[128 * 64];
+  __shared__ std::uint64_t done_bar;
+  __shared__ volatile int done_flag;
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_address(&done_bar)) : "memory");
+    done_flag = 0;
+  }
+  __syncthreads();
+  if (threadIdx.x >= 128) {
+    float v = static_cast<float>(threadIdx.x);
+    if constexpr (N == Noise::mbarrier_waits) {
+      mbarrier_wait(&done_bar, 0);
+    } else if constexpr (N == Noise::shared_stores) {
+      const int t = static_cast<int>(threadIdx.x) - 128;
+      while (!done_flag) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) reinterpret_cast<float4*>(tile)[(t * 16 + i) % 2048] = make_float4(v, v + 1, v + 2, v + i);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        v += 1.f;
+      }
+    } else if constexpr (N == Noise::shuffles) {
+      while (!done_flag) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) v += __shfl_xor_sync(0xffffffffu, v, 1 + i % 4);
+      }
+    }
+    out[threadIdx.x] = v;
+    return;
+  }
+  timed_steps<Work::softmax, Fa3Rule>(out, cycles, iters);
+  named_barrier_sync(1, 128);
+  if (threadIdx.x == 0) {
+    done_flag = 1;
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_address(&done_bar)) : "memory");
+  }
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "softmax-probe: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+struct Buffers {
+  float* out = nullptr;
+  long long* cycles = nullptr;
+  Buffers() {
+    check(cudaMalloc(&out, 1024 * sizeof(float)), "cudaMalloc");
+    check(cudaMalloc(&cycles, 32 * sizeof(long long)), "cudaMalloc");
+  }
+  ~Buffers() { cudaFree(out), cudaFree(cycles); }
+  // the mean over the first `warps` warps of clocks per step, and (slot 31) the products' clocks
+  void read(int warps, int iters, double& per_step, long long& products) const {
+    long long h[32] = {};
+    check(cudaDeviceSynchronize(), "the probe");
+    check(cudaMemcpy(h, cycles, sizeof(h), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    double sum = 0;
+    for (int w = 0; w < warps; ++w) sum += static_cast<double>(h[w]);
+    per_step = sum / warps / iters, products = h[31];
+  }
+};
+
+constexpr int kIters = 1000;
+
+template <Work W, class Rule = Fa3Rule>
+void run_alone(const char* what, int threads) {
+  Buffers b;
+  alone<W, Rule><<<1, threads>>>(b.out, b.cycles, 10);
+  alone<W, Rule><<<1, threads>>>(b.out, b.cycles, kIters);
+  check(cudaGetLastError(), "launch");
+  double per_step = 0;
+  long long products = 0;
+  b.read(threads / 32, kIters, per_step, products);
+  std::printf("%-44s %2d warps a SM: %7.1f clocks a call\n", what, threads / 32, per_step);
+}
+
+void run_beside_products(int softmax_groups, int pairs) {
+  Buffers b;
+  const int threads = 128 * (softmax_groups + 1);
+  check(cudaFuncSetAttribute(beside_products, cudaFuncAttributeMaxDynamicSharedMemorySize, kQkBytes + 1024), "cudaFuncSetAttribute");
+  beside_products<<<1, threads, kQkBytes + 1024>>>(b.out, b.cycles, 10, 1);
+  beside_products<<<1, threads, kQkBytes + 1024>>>(b.out, b.cycles, kIters, pairs);
+  check(cudaGetLastError(), "launch");
+  double per_step = 0;
+  long long products = 0;
+  b.read(4 * softmax_groups, kIters, per_step, products);
+  if (pairs > 0) {
+    std::printf("softmax, %d warpgroup(s), beside %5d QGMMA pairs (%5.1f clocks a QGMMA): %7.1f clocks a call\n", softmax_groups, pairs,
+                static_cast<double>(products) / (8.0 * pairs), per_step);
+  } else {
+    std::printf("softmax, %d warpgroup(s), no products beside it:                %7.1f clocks a call\n", softmax_groups, per_step);
+  }
+}
+
+template <Noise N>
+void run_beside_noise(const char* what) {
+  Buffers b;
+  beside_noise<N><<<1, 256>>>(b.out, b.cycles, 10);
+  beside_noise<N><<<1, 256>>>(b.out, b.cycles, kIters);
+  check(cudaGetLastError(), "launch");
+  double per_step = 0;
+  long long products = 0;
+  b.read(4, kIters, per_step, products);
+  std::printf("softmax (4 warps) beside a warpgroup of %-26s %7.1f clocks a call\n", what, per_step);
+}
+
+}  // namespace
+
+int main() {
+  int devices = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "softmax-probe: no CUDA device\n");
+    return 1;
+  }
+  check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  if (prop.major != 9) {
+    std::fprintf(stderr, "softmax-probe: needs a Hopper GPU (sm_90a); device 0 is %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    return 1;
+  }
+  std::printf("%s; one CTA on one SM; SM clocks (clock64) per call, the mean over the working warps of %d calls\n", prop.name, kIters);
+  for (int threads : {32, 128, 256, 384, 512}) run_alone<Work::softmax>("softmax_tile_as (unmasked, FA3's rule)", threads);
+  for (int threads : {32, 128, 384}) run_alone<Work::mufu_only>("64 independent FFMA + MUFU.EX2", threads);
+  for (int threads : {128, 384}) run_alone<Work::exp_and_sums>("FFMA + MUFU.EX2 + row sums (no max)", threads);
+  for (int threads : {128, 384}) {
+    run_alone<Work::softmax, SoftmaxRule<false, 1>>("softmax, 1/8 of exp2 emulated", threads);
+    run_alone<Work::softmax, SoftmaxRule<false, 2>>("softmax, 2/8 of exp2 emulated", threads);
+    run_alone<Work::softmax, SoftmaxRule<false, 4>>("softmax, 4/8 of exp2 emulated", threads);
+  }
+  for (int groups : {1, 2}) {
+    run_beside_products(groups, 0);
+    run_beside_products(groups, 4000);
+  }
+  run_beside_noise<Noise::none>("nothing");
+  run_beside_noise<Noise::mbarrier_waits>("mbarrier try_wait loops");
+  run_beside_noise<Noise::shared_stores>("shared stores + fence");
+  run_beside_noise<Noise::shuffles>("shuffles");
+  return 0;
+}
