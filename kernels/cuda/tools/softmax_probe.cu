@@ -6,23 +6,27 @@
 // clocks. This tool calls the same function in a loop, one CTA on one SM, with nothing else on the SM or with one
 // neighbour at a time, and prints SM clocks (clock64) per call, so that the softmax's own cost can be told from what
 // the kernel's other warps add:
-//   1. the softmax at 1, 4, 8, 12 and 16 warps a SM (1 to 4 warps a sub-partition);
+//   1. the softmax at 1, 4, 8, 12 and 16 warps a SM (1 to 4 warps a sub-partition); the kernel's entry (softmax_tile),
+//      once and copied 8 or 20 times into the loop's body (the instruction cache's share);
 //   2. 64 independent FFMA + MUFU.EX2 a thread alone (the special-function unit's rate), and the exponentials and row
 //      sums without the max;
 //   3. FA4's cubic exp2 (exp2_emulated) on 1/8 .. 4/8 of the exponentials, at 4 and 12 warps;
 //   4. the softmax beside a warpgroup that keeps issuing QGMMA m64n128k32 (S = Q K^T at d = 128, e4m3, from shared
 //      memory), with one and two softmax warpgroups;
-//   5. the softmax beside a warpgroup of mbarrier try_wait loops, of shared stores with fence.proxy.async (a pack's), or
+//   5. the softmax after the warpgroup's own 4 QGMMA, into registers of their own or as its S (fresh from the
+//      accumulator);
+//   6. the softmax beside a warpgroup of mbarrier try_wait loops, of shared stores with fence.proxy.async (a pack's), or
 //      of shuffles.
 // Each softmax call takes the previous call's P as its S (the chain a kernel step has from S to P); the values stay
 // finite and bounded.
 //
-// Usage: softmax-probe (no arguments).
+// Usage: softmax-probe [--all-sms] (--all-sms: the "alone" rows on every SM at once, one CTA each).
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <string>
 
 #include "kernels/cuda/fa3_forward.cuh"
 #include "kernels/cuda/fa3_fp8_ops.cuh"
@@ -51,13 +55,17 @@ __device__ float fold(const float (&sc)[kNb][4], const RowStats& st) {
   return acc;
 }
 
-enum class Work { softmax, mufu_only, exp_and_sums };
+enum class Work { softmax, softmax_tile, mufu_only, exp_and_sums };
 
 template <Work W, class Rule>
 __device__ void step(float (&sc)[kNb][4], RowStats& st, const GroupThread& th, const AttentionShapeParams& s) {
   if constexpr (W == Work::softmax) {
     float alpha[2];
     softmax_tile_as<false, Rule>(sc, st, alpha, 0, th, s, kScale2);
+    sc[0][0] += alpha[0], sc[0][2] += alpha[1];
+  } else if constexpr (W == Work::softmax_tile) {  // (the kernel's entry: the masked test, and both paths compiled)
+    float alpha[2];
+    softmax_tile<Rule>(sc, st, alpha, 0, th, s, kScale2);
     sc[0][0] += alpha[0], sc[0][2] += alpha[1];
   } else if constexpr (W == Work::mufu_only) {
 #pragma unroll
@@ -83,8 +91,9 @@ __device__ void step(float (&sc)[kNb][4], RowStats& st, const GroupThread& th, c
   }
 }
 
-// Warps [0, working_warps) run `iters` steps and record their clocks; the rest of the CTA is the neighbour.
-template <Work W, class Rule>
+// Warps [0, working_warps) run `iters` steps and record their clocks; the rest of the CTA is the neighbour. Unroll > 1
+// copies the step that many times into the loop's body (a body of kernel size: the instruction cache's share).
+template <Work W, class Rule, int Unroll = 1>
 __device__ void timed_steps(float* out, long long* cycles, int iters) {
   float sc[kNb][4];
   fill_scores(sc);
@@ -93,15 +102,16 @@ __device__ void timed_steps(float* out, long long* cycles, int iters) {
   AttentionShapeParams s{};
   s.seq_q = s.seq_k = 1 << 20;
   const long long t0 = clock64();
+#pragma unroll Unroll
   for (int it = 0; it < iters; ++it) step<W, Rule>(sc, st, th, s);
   const long long t1 = clock64();
   out[threadIdx.x] = fold(sc, st);
   if (threadIdx.x % 32 == 0) cycles[threadIdx.x / 32] = t1 - t0;
 }
 
-template <Work W, class Rule>
+template <Work W, class Rule, int Unroll = 1>
 __global__ void __launch_bounds__(512) alone(float* out, long long* cycles, int iters) {
-  timed_steps<W, Rule>(out, cycles, iters);
+  timed_steps<W, Rule, Unroll>(out, cycles, iters);
 }
 
 // The last warpgroup issues pairs of S = Q K^T (QGMMA, 8 a pair) on 24 KB of e4m3 bytes; the others run the softmax.
@@ -127,6 +137,44 @@ __global__ void __launch_bounds__(384) beside_products(float* out, long long* cy
     return;
   }
   timed_steps<Work::softmax, Fa3Rule>(out, cycles, iters);
+}
+
+// Each softmax warp issues a product of its own (S = Q K^T at d = 128: 4 QGMMA into its own accumulator) before each
+// call and waits for it after, as a kernel step's P V runs under its softmax; with OwnProducts false the same loop
+// without the products.
+// Fresh (with OwnProducts): the product is S itself, waited for before the call, so that the softmax reads registers the
+// tensor pipe has just written, as a kernel step does; against the same product into registers of its own.
+template <bool OwnProducts, bool Fresh = false>
+__global__ void __launch_bounds__(128) under_own_products(float* out, long long* cycles, int iters) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  for (unsigned i = threadIdx.x; i < kQkBytes / 4; i += blockDim.x) reinterpret_cast<unsigned*>(smem)[i] = ((i * 2654435761u) & 0x3f3f3f3fu) + 0x10101010u;
+  __syncthreads();
+  using Ops = E4m3Ops<__nv_bfloat16, 128>;
+  float acc[kNb][4] = {};
+  float sc[kNb][4];
+  fill_scores(sc);
+  RowStats st;
+  const GroupThread th(0, static_cast<int>(threadIdx.x % 128));
+  AttentionShapeParams s{};
+  s.seq_q = s.seq_k = 1 << 20;
+  const long long t0 = clock64();
+  for (int it = 0; it < iters; ++it) {
+    if constexpr (OwnProducts && Fresh) {
+      Ops::qk(sc, smem, smem + 8192);
+      wgmma_wait<0>();
+      step<Work::softmax, Fa3Rule>(sc, st, th, s);
+    } else if constexpr (OwnProducts) {
+      Ops::qk(acc, smem, smem + 8192);
+      wgmma_wait<0>();
+      step<Work::softmax, Fa3Rule>(sc, st, th, s);
+      sc[1][1] += acc[1][1];  // (the product's values reach the softmax's chain, as fresh S's do)
+    } else {
+      step<Work::softmax, Fa3Rule>(sc, st, th, s);
+    }
+  }
+  const long long t1 = clock64();
+  out[threadIdx.x] = fold(sc, st) + acc[1][2];
+  if (threadIdx.x % 32 == 0) cycles[threadIdx.x / 32] = t1 - t0;
 }
 
 enum class Noise { none, mbarrier_waits, shared_stores, shuffles };
@@ -182,7 +230,7 @@ struct Buffers {
   float* out = nullptr;
   long long* cycles = nullptr;
   Buffers() {
-    check(cudaMalloc(&out, 1024 * sizeof(float)), "cudaMalloc");
+    check(cudaMalloc(&out, 1024 * 1024 * sizeof(float)), "cudaMalloc");
     check(cudaMalloc(&cycles, 32 * sizeof(long long)), "cudaMalloc");
   }
   ~Buffers() { cudaFree(out), cudaFree(cycles); }
@@ -198,12 +246,13 @@ struct Buffers {
 };
 
 constexpr int kIters = 1000;
+int g_ctas = 1;  // (--all-sms: one CTA on every SM, the clock where the GPU is loaded as a kernel loads it)
 
-template <Work W, class Rule = Fa3Rule>
+template <Work W, class Rule = Fa3Rule, int Unroll = 1>
 void run_alone(const char* what, int threads) {
   Buffers b;
-  alone<W, Rule><<<1, threads>>>(b.out, b.cycles, 10);
-  alone<W, Rule><<<1, threads>>>(b.out, b.cycles, kIters);
+  alone<W, Rule, Unroll><<<g_ctas, threads>>>(b.out, b.cycles, 10 * Unroll);
+  alone<W, Rule, Unroll><<<g_ctas, threads>>>(b.out, b.cycles, kIters);
   check(cudaGetLastError(), "launch");
   double per_step = 0;
   long long products = 0;
@@ -229,6 +278,19 @@ void run_beside_products(int softmax_groups, int pairs) {
   }
 }
 
+template <bool OwnProducts, bool Fresh = false>
+void run_under_own_products(const char* what) {
+  Buffers b;
+  check(cudaFuncSetAttribute(under_own_products<OwnProducts, Fresh>, cudaFuncAttributeMaxDynamicSharedMemorySize, kQkBytes + 1024), "cudaFuncSetAttribute");
+  under_own_products<OwnProducts, Fresh><<<1, 128, kQkBytes + 1024>>>(b.out, b.cycles, 10);
+  under_own_products<OwnProducts, Fresh><<<1, 128, kQkBytes + 1024>>>(b.out, b.cycles, kIters);
+  check(cudaGetLastError(), "launch");
+  double per_step = 0;
+  long long products = 0;
+  b.read(4, kIters, per_step, products);
+  std::printf("softmax (4 warps) %-52s %7.1f clocks a call\n", what, per_step);
+}
+
 template <Noise N>
 void run_beside_noise(const char* what) {
   Buffers b;
@@ -243,7 +305,7 @@ void run_beside_noise(const char* what) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   int devices = 0;
   cudaDeviceProp prop{};
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -255,8 +317,12 @@ int main() {
     std::fprintf(stderr, "softmax-probe: needs a Hopper GPU (sm_90a); device 0 is %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
     return 1;
   }
-  std::printf("%s; one CTA on one SM; SM clocks (clock64) per call, the mean over the working warps of %d calls\n", prop.name, kIters);
+  if (argc > 1 && std::string(argv[1]) == "--all-sms") g_ctas = prop.multiProcessorCount;
+  std::printf("%s; %d CTA(s), one a SM (the clocks of one CTA's warps); SM clocks (clock64) per call, the mean over the working warps of %d calls\n", prop.name, g_ctas, kIters);
   for (int threads : {32, 128, 256, 384, 512}) run_alone<Work::softmax>("softmax_tile_as (unmasked, FA3's rule)", threads);
+  for (int threads : {128, 384}) run_alone<Work::softmax_tile>("softmax_tile (the kernel's entry, unmasked)", threads);
+  for (int threads : {128, 384}) run_alone<Work::softmax_tile, Fa3Rule, 8>("softmax_tile, 8 copies in the loop", threads);
+  for (int threads : {128, 384}) run_alone<Work::softmax_tile, Fa3Rule, 20>("softmax_tile, 20 copies in the loop", threads);
   for (int threads : {32, 128, 384}) run_alone<Work::mufu_only>("64 independent FFMA + MUFU.EX2", threads);
   for (int threads : {128, 384}) run_alone<Work::exp_and_sums>("FFMA + MUFU.EX2 + row sums (no max)", threads);
   for (int threads : {128, 384}) {
@@ -268,6 +334,9 @@ int main() {
     run_beside_products(groups, 0);
     run_beside_products(groups, 4000);
   }
+  run_under_own_products<false>("alone, in this loop:");
+  run_under_own_products<true>("after its own 4 QGMMA into other registers:");
+  run_under_own_products<true, true>("on S fresh from its own 4 QGMMA:");
   run_beside_noise<Noise::none>("nothing");
   run_beside_noise<Noise::mbarrier_waits>("mbarrier try_wait loops");
   run_beside_noise<Noise::shared_stores>("shared stores + fence");
