@@ -47,6 +47,26 @@ __device__ void fill_scores(float (&sc)[kNb][4]) {
   }
 }
 
+// A thread's inputs to softmax_tile_as: its S, its rows' running max and sum, its place in a group of 64 rows, and a
+// shape with no mask and no key tail (every call takes the unmasked path).
+struct StepState {
+  float sc[kNb][4];
+  RowStats st;
+  GroupThread th;
+  AttentionShapeParams s{};
+  __device__ StepState() : th(0, static_cast<int>(threadIdx.x % 128)) {
+    fill_scores(sc);
+    s.seq_q = s.seq_k = 1 << 20;
+  }
+};
+
+// 24 KB of e4m3 bytes for the products' Q (8 KB) and K (16 KB) tiles: 0x10 .. 0x4f, magnitudes 2^-5 .. 2^2, no NaN.
+constexpr unsigned kQkBytes = 8192 + 16384;
+__device__ void fill_operands(unsigned char* smem) {
+  for (unsigned i = threadIdx.x; i < kQkBytes / 4; i += blockDim.x) reinterpret_cast<unsigned*>(smem)[i] = ((i * 2654435761u) & 0x3f3f3f3fu) + 0x10101010u;
+  __syncthreads();
+}
+
 // The thread's values folded into one float, written out so that no call is dead code.
 __device__ float fold(const float (&sc)[kNb][4], const RowStats& st) {
   float acc = st.l[0] + st.l[1] + st.m[0] + st.m[1];
@@ -95,17 +115,12 @@ __device__ void step(float (&sc)[kNb][4], RowStats& st, const GroupThread& th, c
 // copies the step that many times into the loop's body (a body of kernel size: the instruction cache's share).
 template <Work W, class Rule, int Unroll = 1>
 __device__ void timed_steps(float* out, long long* cycles, int iters) {
-  float sc[kNb][4];
-  fill_scores(sc);
-  RowStats st;
-  const GroupThread th(0, static_cast<int>(threadIdx.x % 128));
-  AttentionShapeParams s{};
-  s.seq_q = s.seq_k = 1 << 20;
+  StepState x;
   const long long t0 = clock64();
 #pragma unroll Unroll
-  for (int it = 0; it < iters; ++it) step<W, Rule>(sc, st, th, s);
+  for (int it = 0; it < iters; ++it) step<W, Rule>(x.sc, x.st, x.th, x.s);
   const long long t1 = clock64();
-  out[threadIdx.x] = fold(sc, st);
+  out[threadIdx.x] = fold(x.sc, x.st);
   if (threadIdx.x % 32 == 0) cycles[threadIdx.x / 32] = t1 - t0;
 }
 
@@ -114,14 +129,10 @@ __global__ void __launch_bounds__(512) alone(float* out, long long* cycles, int 
   timed_steps<W, Rule, Unroll>(out, cycles, iters);
 }
 
-// The last warpgroup issues pairs of S = Q K^T (QGMMA, 8 a pair) on 24 KB of e4m3 bytes; the others run the softmax.
-constexpr unsigned kQkBytes = 8192 + 16384;
+// The last warpgroup issues pairs of S = Q K^T (QGMMA, 8 a pair) on fill_operands' bytes; the others run the softmax.
 __global__ void __launch_bounds__(384) beside_products(float* out, long long* cycles, int iters, int pairs) {
   extern __shared__ __align__(1024) unsigned char smem[];
-  for (unsigned i = threadIdx.x; i < kQkBytes / 4; i += blockDim.x) {
-    reinterpret_cast<unsigned*>(smem)[i] = ((i * 2654435761u) & 0x3f3f3f3fu) + 0x10101010u;  // (bytes 0x10 .. 0x4f: 2^-5 .. 2^2, no NaN)
-  }
-  __syncthreads();
+  fill_operands(smem);
   if (threadIdx.x / 128 == blockDim.x / 128 - 1) {
     using Ops = E4m3Ops<__nv_bfloat16, 128>;
     float a[kNb][4], b[kNb][4];
@@ -139,41 +150,27 @@ __global__ void __launch_bounds__(384) beside_products(float* out, long long* cy
   timed_steps<Work::softmax, Fa3Rule>(out, cycles, iters);
 }
 
-// Each softmax warp issues a product of its own (S = Q K^T at d = 128: 4 QGMMA into its own accumulator) before each
-// call and waits for it after, as a kernel step's P V runs under its softmax; with OwnProducts false the same loop
-// without the products.
-// Fresh (with OwnProducts): the product is S itself, waited for before the call, so that the softmax reads registers the
-// tensor pipe has just written, as a kernel step does; against the same product into registers of its own.
+// Each softmax warp first runs a product of its own (S = Q K^T at d = 128: 4 QGMMA), waited for before the call: into
+// registers of its own (OwnProducts), or (Fresh) into S itself, so that the softmax reads registers the tensor pipe
+// has just written, as a kernel step does. Without OwnProducts the same loop without the products.
 template <bool OwnProducts, bool Fresh = false>
 __global__ void __launch_bounds__(128) under_own_products(float* out, long long* cycles, int iters) {
   extern __shared__ __align__(1024) unsigned char smem[];
-  for (unsigned i = threadIdx.x; i < kQkBytes / 4; i += blockDim.x) reinterpret_cast<unsigned*>(smem)[i] = ((i * 2654435761u) & 0x3f3f3f3fu) + 0x10101010u;
-  __syncthreads();
+  fill_operands(smem);
   using Ops = E4m3Ops<__nv_bfloat16, 128>;
   float acc[kNb][4] = {};
-  float sc[kNb][4];
-  fill_scores(sc);
-  RowStats st;
-  const GroupThread th(0, static_cast<int>(threadIdx.x % 128));
-  AttentionShapeParams s{};
-  s.seq_q = s.seq_k = 1 << 20;
+  StepState x;
   const long long t0 = clock64();
   for (int it = 0; it < iters; ++it) {
-    if constexpr (OwnProducts && Fresh) {
-      Ops::qk(sc, smem, smem + 8192);
+    if constexpr (OwnProducts) {
+      Ops::qk(Fresh ? x.sc : acc, smem, smem + 8192);
       wgmma_wait<0>();
-      step<Work::softmax, Fa3Rule>(sc, st, th, s);
-    } else if constexpr (OwnProducts) {
-      Ops::qk(acc, smem, smem + 8192);
-      wgmma_wait<0>();
-      step<Work::softmax, Fa3Rule>(sc, st, th, s);
-      sc[1][1] += acc[1][1];  // (the product's values reach the softmax's chain, as fresh S's do)
-    } else {
-      step<Work::softmax, Fa3Rule>(sc, st, th, s);
     }
+    step<Work::softmax, Fa3Rule>(x.sc, x.st, x.th, x.s);
+    if constexpr (OwnProducts && !Fresh) x.sc[1][1] += acc[1][1];  // (the product's values reach the softmax's chain, as fresh S's do)
   }
   const long long t1 = clock64();
-  out[threadIdx.x] = fold(sc, st) + acc[1][2];
+  out[threadIdx.x] = fold(x.sc, x.st) + acc[1][2];
   if (threadIdx.x % 32 == 0) cycles[threadIdx.x / 32] = t1 - t0;
 }
 
