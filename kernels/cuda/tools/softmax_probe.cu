@@ -60,11 +60,14 @@ struct StepState {
   }
 };
 
-// 24 KB of e4m3 bytes for the products' Q (8 KB) and K (16 KB) tiles: 0x10 .. 0x4f, magnitudes 2^-5 .. 2^2, no NaN.
+// 24 KB of e4m3 bytes for the products' Q (8 KB) and K (16 KB) tiles, at the 1024-byte alignment the 128-byte swizzle
+// wants (the dynamic allocation is 1 KB larger): 0x10 .. 0x4f, magnitudes 2^-5 .. 2^2, no NaN.
 constexpr unsigned kQkBytes = 8192 + 16384;
-__device__ void fill_operands(unsigned char* smem) {
+__device__ unsigned char* fill_operands(unsigned char* raw) {
+  unsigned char* smem = aligned_smem(raw);
   for (unsigned i = threadIdx.x; i < kQkBytes / 4; i += blockDim.x) reinterpret_cast<unsigned*>(smem)[i] = ((i * 2654435761u) & 0x3f3f3f3fu) + 0x10101010u;
   __syncthreads();
+  return smem;
 }
 
 // The thread's values folded into one float, written out so that no call is dead code.
@@ -131,8 +134,8 @@ __global__ void __launch_bounds__(512) alone(float* out, long long* cycles, int 
 
 // The last warpgroup issues pairs of S = Q K^T (QGMMA, 8 a pair) on fill_operands' bytes; the others run the softmax.
 __global__ void __launch_bounds__(384) beside_products(float* out, long long* cycles, int iters, int pairs) {
-  extern __shared__ __align__(1024) unsigned char smem[];
-  fill_operands(smem);
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* smem = fill_operands(smem_raw);
   if (threadIdx.x / 128 == blockDim.x / 128 - 1) {
     using Ops = E4m3Ops<__nv_bfloat16, 128>;
     float a[kNb][4], b[kNb][4];
@@ -155,8 +158,8 @@ __global__ void __launch_bounds__(384) beside_products(float* out, long long* cy
 // has just written, as a kernel step does. Without OwnProducts the same loop without the products.
 template <bool OwnProducts, bool Fresh = false>
 __global__ void __launch_bounds__(128) under_own_products(float* out, long long* cycles, int iters) {
-  extern __shared__ __align__(1024) unsigned char smem[];
-  fill_operands(smem);
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* smem = fill_operands(smem_raw);
   using Ops = E4m3Ops<__nv_bfloat16, 128>;
   float acc[kNb][4] = {};
   StepState x;
