@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "kernels/cuda/fa3_forward.cuh"
@@ -226,81 +227,67 @@ void check(cudaError_t e, const char* what) {
   }
 }
 
-struct Buffers {
+// Runs `launch(out, cycles, iters, timed)` once untimed with 10 calls a warp (a warm-up), then timed with kIters, and
+// returns the timed run's mean over the first `warps` warps of clocks a call; `products` gets slot 31 (beside_products'
+// clocks).
+constexpr int kIters = 1000;
+template <class Launch>
+double clocks_a_call(int warps, const Launch& launch, long long* products = nullptr) {
   float* out = nullptr;
   long long* cycles = nullptr;
-  Buffers() {
-    check(cudaMalloc(&out, 1024 * 1024 * sizeof(float)), "cudaMalloc");
-    check(cudaMalloc(&cycles, 32 * sizeof(long long)), "cudaMalloc");
-  }
-  ~Buffers() { cudaFree(out), cudaFree(cycles); }
-  // the mean over the first `warps` warps of clocks per step, and (slot 31) the products' clocks
-  void read(int warps, int iters, double& per_step, long long& products) const {
-    long long h[32] = {};
-    check(cudaDeviceSynchronize(), "the probe");
-    check(cudaMemcpy(h, cycles, sizeof(h), cudaMemcpyDeviceToHost), "cudaMemcpy");
-    double sum = 0;
-    for (int w = 0; w < warps; ++w) sum += static_cast<double>(h[w]);
-    per_step = sum / warps / iters, products = h[31];
-  }
-};
+  check(cudaMalloc(&out, 1024 * 1024 * sizeof(float)), "cudaMalloc");
+  check(cudaMalloc(&cycles, 32 * sizeof(long long)), "cudaMalloc");
+  launch(out, cycles, 10, false);
+  launch(out, cycles, kIters, true);
+  check(cudaGetLastError(), "launch");
+  check(cudaDeviceSynchronize(), "the probe");
+  long long h[32] = {};
+  check(cudaMemcpy(h, cycles, sizeof(h), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  cudaFree(out), cudaFree(cycles);
+  double sum = 0;
+  for (int w = 0; w < warps; ++w) sum += static_cast<double>(h[w]);
+  if (products != nullptr) *products = h[31];
+  return sum / warps / kIters;
+}
 
-constexpr int kIters = 1000;
 int g_ctas = 1;  // (--all-sms: one CTA on every SM, the clock where the GPU is loaded as a kernel loads it)
 
 template <Work W, class Rule = Fa3Rule, int Unroll = 1>
 void run_alone(const char* what, int threads) {
-  Buffers b;
-  alone<W, Rule, Unroll><<<g_ctas, threads>>>(b.out, b.cycles, 10 * Unroll);
-  alone<W, Rule, Unroll><<<g_ctas, threads>>>(b.out, b.cycles, kIters);
-  check(cudaGetLastError(), "launch");
-  double per_step = 0;
-  long long products = 0;
-  b.read(threads / 32, kIters, per_step, products);
-  std::printf("%-44s %2d warps a SM: %7.1f clocks a call\n", what, threads / 32, per_step);
+  const double per_call = clocks_a_call(threads / 32, [&](float* out, long long* cycles, int iters, bool) {
+    alone<W, Rule, Unroll><<<g_ctas, threads>>>(out, cycles, iters);
+  });
+  std::printf("%-44s %2d warps a SM: %7.1f clocks a call\n", what, threads / 32, per_call);
 }
 
 void run_beside_products(int softmax_groups, int pairs) {
-  Buffers b;
   const int threads = 128 * (softmax_groups + 1);
   check(cudaFuncSetAttribute(beside_products, cudaFuncAttributeMaxDynamicSharedMemorySize, kQkBytes + 1024), "cudaFuncSetAttribute");
-  beside_products<<<1, threads, kQkBytes + 1024>>>(b.out, b.cycles, 10, 1);
-  beside_products<<<1, threads, kQkBytes + 1024>>>(b.out, b.cycles, kIters, pairs);
-  check(cudaGetLastError(), "launch");
-  double per_step = 0;
   long long products = 0;
-  b.read(4 * softmax_groups, kIters, per_step, products);
+  const double per_call = clocks_a_call(4 * softmax_groups, [&](float* out, long long* cycles, int iters, bool timed) {
+    beside_products<<<1, threads, kQkBytes + 1024>>>(out, cycles, iters, timed ? pairs : 1);
+  }, &products);
   if (pairs > 0) {
     std::printf("softmax, %d warpgroup(s), beside %5d QGMMA pairs (%5.1f clocks a QGMMA): %7.1f clocks a call\n", softmax_groups, pairs,
-                static_cast<double>(products) / (8.0 * pairs), per_step);
+                static_cast<double>(products) / (8.0 * pairs), per_call);
   } else {
-    std::printf("softmax, %d warpgroup(s), no products beside it:                %7.1f clocks a call\n", softmax_groups, per_step);
+    std::printf("softmax, %d warpgroup(s), no products beside it:                %7.1f clocks a call\n", softmax_groups, per_call);
   }
 }
 
 template <bool OwnProducts, bool Fresh = false>
 void run_under_own_products(const char* what) {
-  Buffers b;
   check(cudaFuncSetAttribute(under_own_products<OwnProducts, Fresh>, cudaFuncAttributeMaxDynamicSharedMemorySize, kQkBytes + 1024), "cudaFuncSetAttribute");
-  under_own_products<OwnProducts, Fresh><<<1, 128, kQkBytes + 1024>>>(b.out, b.cycles, 10);
-  under_own_products<OwnProducts, Fresh><<<1, 128, kQkBytes + 1024>>>(b.out, b.cycles, kIters);
-  check(cudaGetLastError(), "launch");
-  double per_step = 0;
-  long long products = 0;
-  b.read(4, kIters, per_step, products);
-  std::printf("softmax (4 warps) %-52s %7.1f clocks a call\n", what, per_step);
+  const double per_call = clocks_a_call(4, [](float* out, long long* cycles, int iters, bool) {
+    under_own_products<OwnProducts, Fresh><<<1, 128, kQkBytes + 1024>>>(out, cycles, iters);
+  });
+  std::printf("softmax (4 warps) %-52s %7.1f clocks a call\n", what, per_call);
 }
 
 template <Noise N>
 void run_beside_noise(const char* what) {
-  Buffers b;
-  beside_noise<N><<<1, 256>>>(b.out, b.cycles, 10);
-  beside_noise<N><<<1, 256>>>(b.out, b.cycles, kIters);
-  check(cudaGetLastError(), "launch");
-  double per_step = 0;
-  long long products = 0;
-  b.read(4, kIters, per_step, products);
-  std::printf("softmax (4 warps) beside a warpgroup of %-26s %7.1f clocks a call\n", what, per_step);
+  const double per_call = clocks_a_call(4, [](float* out, long long* cycles, int iters, bool) { beside_noise<N><<<1, 256>>>(out, cycles, iters); });
+  std::printf("softmax (4 warps) beside a warpgroup of %-26s %7.1f clocks a call\n", what, per_call);
 }
 
 }  // namespace
@@ -317,7 +304,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "softmax-probe: needs a Hopper GPU (sm_90a); device 0 is %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
     return 1;
   }
-  if (argc > 1 && std::string(argv[1]) == "--all-sms") g_ctas = prop.multiProcessorCount;
+  if (argc > 2 || (argc == 2 && std::string(argv[1]) != "--all-sms")) {
+    std::fprintf(stderr, "softmax-probe: unknown argument '%s'\nusage: softmax-probe [--all-sms]\n", argv[argc - 1]);
+    return 2;
+  }
+  if (argc == 2) g_ctas = prop.multiProcessorCount;
   std::printf("%s; %d CTA(s), one a SM (the clocks of one CTA's warps); SM clocks (clock64) per call, the mean over the working warps of %d calls\n", prop.name, g_ctas, kIters);
   for (int threads : {32, 128, 256, 384, 512}) run_alone<Work::softmax>("softmax_tile_as (unmasked, FA3's rule)", threads);
   for (int threads : {128, 384}) run_alone<Work::softmax_tile>("softmax_tile (the kernel's entry, unmasked)", threads);
