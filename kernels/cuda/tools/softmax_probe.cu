@@ -11,8 +11,9 @@
 //   2. 64 independent FFMA + MUFU.EX2 a thread alone (the special-function unit's rate), and the exponentials and row
 //      sums without the max;
 //   3. FA4's cubic exp2 (exp2_emulated) on 1/8 .. 4/8 of the exponentials, at 4 and 12 warps;
-//   4. the softmax beside a warpgroup that keeps issuing QGMMA m64n128k32 (S = Q K^T at d = 128, e4m3, from shared
-//      memory), with one and two softmax warpgroups;
+//   4. the softmax beside a warpgroup that keeps issuing products (S = Q K^T at d = 128 from shared memory: QGMMA
+//      m64n128k32 accumulating or not, HGMMA m64n128k16, or QGMMA about half the time), with one and two softmax
+//      warpgroups;
 //   5. the softmax after the warpgroup's own 4 QGMMA, into registers of their own or as its S (fresh from the
 //      accumulator);
 //   6. the softmax beside a warpgroup of mbarrier try_wait loops, of shared stores with fence.proxy.async (a pack's), or
@@ -61,9 +62,10 @@ struct StepState {
   }
 };
 
-// 24 KB of e4m3 bytes for the products' Q (8 KB) and K (16 KB) tiles, at the 1024-byte alignment the 128-byte swizzle
-// wants (the dynamic allocation is 1 KB larger): 0x10 .. 0x4f, magnitudes 2^-5 .. 2^2, no NaN.
-constexpr unsigned kQkBytes = 8192 + 16384;
+// 48 KB of bytes for the products' operands at the 1024-byte alignment the 128-byte swizzle wants (the dynamic
+// allocation is 1 KB larger): e4m3's Q (8 KB) and K (16 KB) tiles, or bf16's (16 and 32 KB). As e4m3: 0x10 .. 0x4f,
+// magnitudes 2^-5 .. 2^2, no NaN (as bf16 the same bytes are finite; the products' values are not read).
+constexpr unsigned kQkBytes = 16384 + 32768;
 __device__ unsigned char* fill_operands(unsigned char* raw) {
   unsigned char* smem = aligned_smem(raw);
   for (unsigned i = threadIdx.x; i < kQkBytes / 4; i += blockDim.x) reinterpret_cast<unsigned*>(smem)[i] = ((i * 2654435761u) & 0x3f3f3f3fu) + 0x10101010u;
@@ -133,22 +135,62 @@ __global__ void __launch_bounds__(512) alone(float* out, long long* cycles, int 
   timed_steps<W, Rule, Unroll>(out, cycles, iters);
 }
 
-// The last warpgroup issues pairs of S = Q K^T (QGMMA, 8 a pair) on fill_operands' bytes; the others run the softmax.
+// What the last warpgroup of beside_products runs, a pair at a time (each pair waited for, its results read):
+//   qgmma          S = Q K^T at d = 128 in e4m3: 2 x 4 QGMMA m64n128k32, each chain accumulating (a kernel's S);
+//   qgmma_overwrite the same 8 QGMMA, none accumulating (the accumulators written, never read by the tensor pipe);
+//   hgmma          S = Q K^T at d = 128 in bf16: 2 x 8 HGMMA m64n128k16 (the 16-bit kernels' S);
+//   qgmma_half     qgmma's pairs, each followed by about a pair's time of idling (the tensor pipe about half busy, as
+//                  in the FP8 kernel's period).
+enum class Neighbour { qgmma, qgmma_overwrite, hgmma, qgmma_half };
+
+template <Neighbour N>
+__device__ void product_pair(float (&a)[kNb][4], float (&b)[kNb][4], const unsigned char* smem) {
+  if constexpr (N == Neighbour::hgmma) {
+    using Ops = Wide16Ops<__nv_bfloat16, 128, 128, false>;
+    Ops::qk(a, smem, smem + 16384);
+    Ops::qk(b, smem, smem + 16384);
+  } else if constexpr (N == Neighbour::qgmma_overwrite) {
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < 4; ++k) wgmma_m64n128k32_e4m3_ss(reinterpret_cast<float(&)[64]>(a), wgmma_descriptor_advance(wgmma_descriptor_sw128(smem), k), wgmma_descriptor_advance(wgmma_descriptor_sw128(smem + 8192), k), 0);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) wgmma_m64n128k32_e4m3_ss(reinterpret_cast<float(&)[64]>(b), wgmma_descriptor_advance(wgmma_descriptor_sw128(smem), k), wgmma_descriptor_advance(wgmma_descriptor_sw128(smem + 8192), k), 0);
+    wgmma_commit();
+  } else {
+    using Ops = E4m3Ops<__nv_bfloat16, 128>;
+    Ops::qk(a, smem, smem + 8192);
+    Ops::qk(b, smem, smem + 8192);
+  }
+}
+constexpr int kInstructionsAPair(Neighbour n) { return n == Neighbour::hgmma ? 16 : 8; }
+
+// The last warpgroup issues `pairs` product pairs (Neighbour) on fill_operands' bytes; the others run the softmax.
+template <Neighbour N>
 __global__ void __launch_bounds__(384) beside_products(float* out, long long* cycles, int iters, int pairs) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* smem = fill_operands(smem_raw);
   if (threadIdx.x / 128 == blockDim.x / 128 - 1) {
-    using Ops = E4m3Ops<__nv_bfloat16, 128>;
-    float a[kNb][4], b[kNb][4];
+    float a[kNb][4], b[kNb][4], keep = 0.f;
+    long long busy = 0;
     const long long t0 = clock64();
     for (int i = 0; i < pairs; ++i) {
-      Ops::qk(a, smem, smem + 8192);
-      Ops::qk(b, smem, smem + 8192);
+      const long long p0 = clock64();
+      product_pair<N>(a, b, smem);
       wgmma_wait<0>();
+      // Every pair's results are read: a chain whose accumulators are overwritten unread is dead code to ptxas, which
+      // put a placeholder (HGMMA.64x8x16 RZ) in place of three pairs of every four before this read (SASS, nvcc 13.0):
+      // the "25-29 clocks a QGMMA" of session 34's runs were those placeholders.
+      keep += a[3][1] + b[5][2];
+      const long long p1 = clock64();
+      busy += p1 - p0;
+      if constexpr (N == Neighbour::qgmma_half) {
+        while (clock64() - p1 < p1 - p0) {
+        }
+      }
     }
     const long long t1 = clock64();
-    if (threadIdx.x % 128 == 0) cycles[31] = t1 - t0;
-    out[threadIdx.x] = a[3][1] + b[5][2];
+    if (threadIdx.x % 128 == 0) cycles[31] = t1 - t0, cycles[30] = busy;
+    out[threadIdx.x] = keep;
     return;
   }
   timed_steps<Work::softmax, Fa3Rule>(out, cycles, iters);
@@ -228,11 +270,11 @@ void check(cudaError_t e, const char* what) {
 }
 
 // Runs `launch(out, cycles, iters, timed)` once untimed with 10 calls a warp (a warm-up), then timed with kIters, and
-// returns the timed run's mean over the first `warps` warps of clocks a call; `products` gets slot 31 (beside_products'
-// clocks).
+// returns the timed run's mean over the first `warps` warps of clocks a call; `products` gets slots 31 and 30
+// (beside_products' clocks in all and in its pairs).
 constexpr int kIters = 1000;
 template <class Launch>
-double clocks_a_call(int warps, const Launch& launch, long long* products = nullptr) {
+double clocks_a_call(int warps, const Launch& launch, long long (*products)[2] = nullptr) {
   float* out = nullptr;
   long long* cycles = nullptr;
   check(cudaMalloc(&out, 1024 * 1024 * sizeof(float)), "cudaMalloc");
@@ -246,7 +288,7 @@ double clocks_a_call(int warps, const Launch& launch, long long* products = null
   cudaFree(out), cudaFree(cycles);
   double sum = 0;
   for (int w = 0; w < warps; ++w) sum += static_cast<double>(h[w]);
-  if (products != nullptr) *products = h[31];
+  if (products != nullptr) (*products)[0] = h[31], (*products)[1] = h[30];
   return sum / warps / kIters;
 }
 
@@ -260,18 +302,22 @@ void run_alone(const char* what, int threads) {
   std::printf("%-44s %2d warps a SM: %7.1f clocks a call\n", what, threads / 32, per_call);
 }
 
-void run_beside_products(int softmax_groups, int pairs) {
+template <Neighbour N>
+void run_beside_products(const char* what, int softmax_groups, int pairs) {
   const int threads = 128 * (softmax_groups + 1);
-  check(cudaFuncSetAttribute(beside_products, cudaFuncAttributeMaxDynamicSharedMemorySize, kQkBytes + 1024), "cudaFuncSetAttribute");
-  long long products = 0;
+  check(cudaFuncSetAttribute(beside_products<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, kQkBytes + 1024), "cudaFuncSetAttribute");
+  long long products[2] = {};
   const double per_call = clocks_a_call(4 * softmax_groups, [&](float* out, long long* cycles, int iters, bool timed) {
-    beside_products<<<1, threads, kQkBytes + 1024>>>(out, cycles, iters, timed ? pairs : 1);
+    beside_products<N><<<1, threads, kQkBytes + 1024>>>(out, cycles, iters, timed ? pairs : 1);
   }, &products);
   if (pairs > 0) {
-    std::printf("softmax, %d warpgroup(s), beside %5d QGMMA pairs (%5.1f clocks a QGMMA): %7.1f clocks a call\n", softmax_groups, pairs,
-                static_cast<double>(products) / (8.0 * pairs), per_call);
+    // (the row holds only if the products outlast the softmax's calls; it says so where they do not)
+    const double per_instruction = static_cast<double>(products[1]) / (kInstructionsAPair(N) * pairs);
+    const bool outlasted = static_cast<double>(products[0]) >= per_call * kIters;
+    std::printf("softmax, %d warpgroup(s), beside %-15s %5d pairs (%5.1f clocks an instruction, busy %3.0f %%): %7.1f clocks a call%s\n", softmax_groups, what,
+                pairs, per_instruction, 100.0 * products[1] / products[0], per_call, outlasted ? "" : " (the products ended first: too few pairs)");
   } else {
-    std::printf("softmax, %d warpgroup(s), no products beside it:                %7.1f clocks a call\n", softmax_groups, per_call);
+    std::printf("softmax, %d warpgroup(s), no products beside it: %51s %7.1f clocks a call\n", softmax_groups, "", per_call);
   }
 }
 
@@ -322,8 +368,11 @@ int main(int argc, char** argv) {
     run_alone<Work::softmax, SoftmaxRule<false, 4>>("softmax, 4/8 of exp2 emulated", threads);
   }
   for (int groups : {1, 2}) {
-    run_beside_products(groups, 0);
-    run_beside_products(groups, 4000);
+    run_beside_products<Neighbour::qgmma>("", groups, 0);
+    run_beside_products<Neighbour::qgmma>("QGMMA", groups, 4000);
+    run_beside_products<Neighbour::qgmma_overwrite>("QGMMA (no acc.)", groups, 8000);
+    run_beside_products<Neighbour::hgmma>("HGMMA", groups, 2000);
+    run_beside_products<Neighbour::qgmma_half>("QGMMA half-busy", groups, 4000);
   }
   run_under_own_products<false>("alone, in this loop:");
   run_under_own_products<true>("after its own 4 QGMMA into other registers:");
