@@ -32,6 +32,7 @@
 
 #include "kernels/cuda/fa3_forward.cuh"
 #include "kernels/cuda/fa3_fp8_ops.cuh"
+#include "kernels/cuda/tools/hopper_device.hpp"
 
 namespace {
 
@@ -339,17 +340,7 @@ void run_beside_noise(const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "softmax-probe: no CUDA device\n");
-    return 1;
-  }
-  check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-  if (prop.major != 9) {
-    std::fprintf(stderr, "softmax-probe: needs a Hopper GPU (sm_90a); device 0 is %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
-    return 1;
-  }
+  const cudaDeviceProp prop = fc::kernels::cuda::tools::hopper_device_or_exit("softmax-probe");
   if (argc > 2 || (argc == 2 && std::string(argv[1]) != "--all-sms")) {
     std::fprintf(stderr, "softmax-probe: unknown argument '%s'\nusage: softmax-probe [--all-sms]\n", argv[argc - 1]);
     return 2;

@@ -17,6 +17,7 @@
 #include <cstdlib>
 
 #include "kernels/cuda/hopper/wgmma_e4m3.cuh"
+#include "kernels/cuda/tools/hopper_device.hpp"
 
 namespace {
 
@@ -87,17 +88,7 @@ void run(int groups, long long* d_out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "wgmma-queue-probe: no CUDA device\n");
-    return 1;
-  }
-  check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-  if (prop.major != 9) {
-    std::fprintf(stderr, "wgmma-queue-probe: needs a Hopper GPU (sm_90a); device 0 is %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
-    return 1;
-  }
+  const cudaDeviceProp prop = fc::kernels::cuda::tools::hopper_device_or_exit("wgmma-queue-probe");
   if (argc > 1) {
     std::fprintf(stderr, "wgmma-queue-probe: unknown argument '%s'\nusage: wgmma-queue-probe\n", argv[1]);
     return 2;
