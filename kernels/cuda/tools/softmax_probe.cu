@@ -12,7 +12,7 @@
 //      sums without the max;
 //   3. FA4's cubic exp2 (exp2_emulated) on 1/8 .. 4/8 of the exponentials, at 4 and 12 warps;
 //   4. the softmax beside a warpgroup that keeps issuing products (S = Q K^T at d = 128 from shared memory: QGMMA
-//      m64n128k32 accumulating or not, HGMMA m64n128k16, or QGMMA about half the time), with one and two softmax
+//      m64n128k32 accumulating or not, HGMMA m64n128k16, or QGMMA with a spin after each pair), with one and two softmax
 //      warpgroups;
 //   5. the softmax after the warpgroup's own 4 QGMMA, into registers of their own or as its S (fresh from the
 //      accumulator);
@@ -137,60 +137,68 @@ __global__ void __launch_bounds__(512) alone(float* out, long long* cycles, int 
 }
 
 // What the last warpgroup of beside_products runs, a pair at a time (each pair waited for, its results read):
-//   qgmma          S = Q K^T at d = 128 in e4m3: 2 x 4 QGMMA m64n128k32, each chain accumulating (a kernel's S);
-//   qgmma_overwrite the same 8 QGMMA, none accumulating (the accumulators written, never read by the tensor pipe);
-//   hgmma          S = Q K^T at d = 128 in bf16: 2 x 8 HGMMA m64n128k16 (the 16-bit kernels' S);
-//   qgmma_half     qgmma's pairs, each followed by about a pair's time of idling (the tensor pipe about half busy, as
-//                  in the FP8 kernel's period).
+//   qgmma           S = Q K^T at d = 128 in e4m3: 2 chains of 4 QGMMA m64n128k32, each accumulating after its first
+//                   instruction (a kernel's S);
+//   qgmma_overwrite the same 8 QGMMA with accumulation off in every instruction (the tensor pipe does not read the
+//                   accumulators). The flag is a kernel argument: with a constant 0, the first three of each chain are
+//                   overwritten unread, and ptxas dropped them (SASS: 2 QGMMA a pair, serialised);
+//   hgmma           S = Q K^T at d = 128 in bf16: 2 chains of 8 HGMMA m64n128k16 (the 16-bit kernels' S);
+//   qgmma_half      qgmma's pairs, each followed by as long a spin on the clock (CS2R, compare, branch: issue slots
+//                   on all four sub-partitions) before the next.
+// The two chains of a pair read different tiles, so that no compiler can merge them.
 enum class Neighbour { qgmma, qgmma_overwrite, hgmma, qgmma_half };
 
 template <Neighbour N>
-__device__ void product_pair(float (&a)[kNb][4], float (&b)[kNb][4], const unsigned char* smem) {
+__device__ void product_pair(float (&a)[kNb][4], float (&b)[kNb][4], const unsigned char* smem, int accumulate) {
   if constexpr (N == Neighbour::hgmma) {
-    using Ops = Wide16Ops<__nv_bfloat16, 128, 128, false>;
+    using Ops = Wide16Ops<__nv_bfloat16, 128, 128, false>;  // (Q 16 KB, K 32 KB: b's Q is the second half of K's bytes)
     Ops::qk(a, smem, smem + 16384);
-    Ops::qk(b, smem, smem + 16384);
-  } else if constexpr (N == Neighbour::qgmma_overwrite) {
+    Ops::qk(b, smem + 32768, smem + 16384);
+  } else {
+    // (Q at 0, a's K at 8 KB, b's K at 24 KB: 40 KB of fill_operands' 48)
     wgmma_fence();
 #pragma unroll
-    for (int k = 0; k < 4; ++k) wgmma_m64n128k32_e4m3_ss(reinterpret_cast<float(&)[64]>(a), wgmma_descriptor_advance(wgmma_descriptor_sw128(smem), k), wgmma_descriptor_advance(wgmma_descriptor_sw128(smem + 8192), k), 0);
+    for (int k = 0; k < 4; ++k) {
+      wgmma_m64n128k32_e4m3_ss(reinterpret_cast<float(&)[64]>(a), wgmma_descriptor_advance(wgmma_descriptor_sw128(smem), k),
+                               wgmma_descriptor_advance(wgmma_descriptor_sw128(smem + 8192), k), k > 0 ? accumulate : 0);
+    }
 #pragma unroll
-    for (int k = 0; k < 4; ++k) wgmma_m64n128k32_e4m3_ss(reinterpret_cast<float(&)[64]>(b), wgmma_descriptor_advance(wgmma_descriptor_sw128(smem), k), wgmma_descriptor_advance(wgmma_descriptor_sw128(smem + 8192), k), 0);
+    for (int k = 0; k < 4; ++k) {
+      wgmma_m64n128k32_e4m3_ss(reinterpret_cast<float(&)[64]>(b), wgmma_descriptor_advance(wgmma_descriptor_sw128(smem), k),
+                               wgmma_descriptor_advance(wgmma_descriptor_sw128(smem + 24576), k), k > 0 ? accumulate : 0);
+    }
     wgmma_commit();
-  } else {
-    using Ops = E4m3Ops<__nv_bfloat16, 128>;
-    Ops::qk(a, smem, smem + 8192);
-    Ops::qk(b, smem, smem + 8192);
   }
 }
 constexpr int kInstructionsAPair(Neighbour n) { return n == Neighbour::hgmma ? 16 : 8; }
 
 // The last warpgroup issues `pairs` product pairs (Neighbour) on fill_operands' bytes; the others run the softmax.
+// `accumulate` is 1, or 0 for qgmma_overwrite (a runtime value: see above).
 template <Neighbour N>
-__global__ void __launch_bounds__(384) beside_products(float* out, long long* cycles, int iters, int pairs) {
+__global__ void __launch_bounds__(384) beside_products(float* out, long long* cycles, int iters, int pairs, int accumulate) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* smem = fill_operands(smem_raw);
   if (threadIdx.x / 128 == blockDim.x / 128 - 1) {
     float a[kNb][4], b[kNb][4], keep = 0.f;
-    long long busy = 0;
+    long long in_pairs = 0;
     const long long t0 = clock64();
     for (int i = 0; i < pairs; ++i) {
       const long long p0 = clock64();
-      product_pair<N>(a, b, smem);
+      product_pair<N>(a, b, smem, accumulate);
       wgmma_wait<0>();
       // Every pair's results are read: a chain whose accumulators are overwritten unread is dead code to ptxas, which
       // put a placeholder (HGMMA.64x8x16 RZ) in place of three pairs of every four before this read (SASS, nvcc 13.0):
       // the "25-29 clocks a QGMMA" of session 34's runs were those placeholders.
       keep += a[3][1] + b[5][2];
       const long long p1 = clock64();
-      busy += p1 - p0;
+      in_pairs += p1 - p0;
       if constexpr (N == Neighbour::qgmma_half) {
         while (clock64() - p1 < p1 - p0) {
         }
       }
     }
     const long long t1 = clock64();
-    if (threadIdx.x % 128 == 0) cycles[31] = t1 - t0, cycles[30] = busy;
+    if (threadIdx.x % 128 == 0) cycles[31] = t1 - t0, cycles[30] = in_pairs;
     out[threadIdx.x] = keep;
     return;
   }
@@ -309,14 +317,15 @@ void run_beside_products(const char* what, int softmax_groups, int pairs) {
   check(cudaFuncSetAttribute(beside_products<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, kQkBytes + 1024), "cudaFuncSetAttribute");
   long long products[2] = {};
   const double per_call = clocks_a_call(4 * softmax_groups, [&](float* out, long long* cycles, int iters, bool timed) {
-    beside_products<N><<<1, threads, kQkBytes + 1024>>>(out, cycles, iters, timed ? pairs : 1);
+    beside_products<N><<<1, threads, kQkBytes + 1024>>>(out, cycles, iters, timed ? pairs : 1, N == Neighbour::qgmma_overwrite ? 0 : 1);
   }, &products);
   if (pairs > 0) {
     // (the row holds only if the products outlast the softmax's calls; it says so where they do not)
     const double per_instruction = static_cast<double>(products[1]) / (kInstructionsAPair(N) * pairs);
     const bool outlasted = static_cast<double>(products[0]) >= per_call * kIters;
-    std::printf("softmax, %d warpgroup(s), beside %-15s %5d pairs (%5.1f clocks an instruction, busy %3.0f %%): %7.1f clocks a call%s\n", softmax_groups, what,
-                pairs, per_instruction, 100.0 * products[1] / products[0], per_call, outlasted ? "" : " (the products ended first: too few pairs)");
+    // ("in pairs": the neighbour's share of its time from a pair's issue to its results read, not the tensor pipe's)
+    std::printf("softmax, %d warpgroup(s), beside %-15s %5d pairs (%5.1f clocks an instruction, in pairs %3.0f %%): %7.1f clocks a call%s\n", softmax_groups,
+                what, pairs, per_instruction, 100.0 * products[1] / products[0], per_call, outlasted ? "" : " (the products ended first: too few pairs)");
   } else {
     std::printf("softmax, %d warpgroup(s), no products beside it: %51s %7.1f clocks a call\n", softmax_groups, "", per_call);
   }
@@ -363,7 +372,7 @@ int main(int argc, char** argv) {
     run_beside_products<Neighbour::qgmma>("QGMMA", groups, 4000);
     run_beside_products<Neighbour::qgmma_overwrite>("QGMMA (no acc.)", groups, 8000);
     run_beside_products<Neighbour::hgmma>("HGMMA", groups, 2000);
-    run_beside_products<Neighbour::qgmma_half>("QGMMA half-busy", groups, 4000);
+    run_beside_products<Neighbour::qgmma_half>("QGMMA + spins", groups, 4000);
   }
   run_under_own_products<false>("alone, in this loop:");
   run_under_own_products<true>("after its own 4 QGMMA into other registers:");
