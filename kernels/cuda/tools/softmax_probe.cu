@@ -12,8 +12,9 @@
 //      sums without the max;
 //   3. FA4's cubic exp2 (exp2_emulated) on 1/8 .. 4/8 of the exponentials, at 4 and 12 warps;
 //   4. the softmax beside a warpgroup that keeps issuing products (S = Q K^T at d = 128 from shared memory: QGMMA
-//      m64n128k32 accumulating or not, HGMMA m64n128k16, or QGMMA with a spin after each pair), with one and two softmax
-//      warpgroups;
+//      m64n128k32 accumulating or not, with A from registers, HGMMA m64n128k16, or QGMMA with a spin after each pair) or
+//      shared loads, with one and two softmax warpgroups; the exponentials and sums without the max, and the exponentials
+//      alone, beside QGMMA and beside shared loads;
 //   5. the softmax after the warpgroup's own 4 QGMMA, into registers of their own or as its S (fresh from the
 //      accumulator);
 //   6. the softmax beside a warpgroup of mbarrier try_wait loops, of shared stores with fence.proxy.async (a pack's), or
@@ -144,13 +145,39 @@ __global__ void __launch_bounds__(512) alone(float* out, long long* cycles, int 
 //                   overwritten unread, and ptxas dropped them (SASS: 2 QGMMA a pair, serialised);
 //   hgmma           S = Q K^T at d = 128 in bf16: 2 chains of 8 HGMMA m64n128k16 (the 16-bit kernels' S);
 //   qgmma_half      qgmma's pairs, each followed by as long a spin on the clock (CS2R, compare, branch: issue slots
-//                   on all four sub-partitions) before the next.
+//                   on all four sub-partitions) before the next;
+//   qgmma_rs        qgmma's 8 QGMMA with A from registers (fixed fragments): B alone from shared memory, 4 KB an
+//                   instruction instead of 6;
+//   shared_loads    no products: 16 LDS.128 a thread a "pair" over the 48 KB, summed into the two values read after
+//                   each pair (shared memory's read path at its rate, the path the products' operands take).
 // The two chains of a pair read different tiles, so that no compiler can merge them.
-enum class Neighbour { qgmma, qgmma_overwrite, hgmma, qgmma_half };
+enum class Neighbour { qgmma, qgmma_overwrite, hgmma, qgmma_half, shared_loads, qgmma_rs };
 
 template <Neighbour N>
-__device__ void product_pair(float (&a)[kNb][4], float (&b)[kNb][4], const unsigned char* smem, int accumulate) {
-  if constexpr (N == Neighbour::hgmma) {
+__device__ void product_pair(float (&a)[kNb][4], float (&b)[kNb][4], const unsigned char* smem, int accumulate, int pair) {
+  if constexpr (N == Neighbour::shared_loads) {
+    // (volatile loads at addresses that move with the pair: neither hoisted out of the loop nor dropped)
+    const unsigned t = threadIdx.x % 128;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const unsigned at = smem_address(smem) + 16u * ((t + 128u * i + 7u * static_cast<unsigned>(pair)) % (kQkBytes / 16));
+      float x, y, z, w;
+      asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(x), "=f"(y), "=f"(z), "=f"(w) : "r"(at));
+      a[3][1] += x + y, b[5][2] += z + w;
+    }
+  } else if constexpr (N == Neighbour::qgmma_rs) {
+    const std::uint32_t fragment[4] = {0x38383838u + static_cast<unsigned>(accumulate), 0x30303030u, 0x28282828u, 0x34343434u};  // (e4m3 0.25 .. 1)
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      wgmma_m64n128k32_e4m3_rs(reinterpret_cast<float(&)[64]>(a), fragment, wgmma_descriptor_advance(wgmma_descriptor_sw128(smem + 8192), k), k > 0 ? accumulate : 0);
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      wgmma_m64n128k32_e4m3_rs(reinterpret_cast<float(&)[64]>(b), fragment, wgmma_descriptor_advance(wgmma_descriptor_sw128(smem + 24576), k), k > 0 ? accumulate : 0);
+    }
+    wgmma_commit();
+  } else if constexpr (N == Neighbour::hgmma) {
     using Ops = Wide16Ops<__nv_bfloat16, 128, 128, false>;  // (Q 16 KB, K 32 KB: b's Q is the second half of K's bytes)
     Ops::qk(a, smem, smem + 16384);
     Ops::qk(b, smem + 32768, smem + 16384);
@@ -170,21 +197,21 @@ __device__ void product_pair(float (&a)[kNb][4], float (&b)[kNb][4], const unsig
     wgmma_commit();
   }
 }
-constexpr int kInstructionsAPair(Neighbour n) { return n == Neighbour::hgmma ? 16 : 8; }
+constexpr int kInstructionsAPair(Neighbour n) { return n == Neighbour::hgmma || n == Neighbour::shared_loads ? 16 : 8; }
 
 // The last warpgroup issues `pairs` product pairs (Neighbour) on fill_operands' bytes; the others run the softmax.
 // `accumulate` is 1, or 0 for qgmma_overwrite (a runtime value: see above).
-template <Neighbour N>
+template <Neighbour N, Work W = Work::softmax>
 __global__ void __launch_bounds__(384) beside_products(float* out, long long* cycles, int iters, int pairs, int accumulate) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* smem = fill_operands(smem_raw);
   if (threadIdx.x / 128 == blockDim.x / 128 - 1) {
-    float a[kNb][4], b[kNb][4], keep = 0.f;
+    float a[kNb][4] = {}, b[kNb][4] = {}, keep = 0.f;
     long long in_pairs = 0;
     const long long t0 = clock64();
     for (int i = 0; i < pairs; ++i) {
       const long long p0 = clock64();
-      product_pair<N>(a, b, smem, accumulate);
+      product_pair<N>(a, b, smem, accumulate, i);
       wgmma_wait<0>();
       // Every pair's results are read: a chain whose accumulators are overwritten unread is dead code to ptxas, which
       // put a placeholder (HGMMA.64x8x16 RZ) in place of three pairs of every four before this read (SASS, nvcc 13.0):
@@ -202,7 +229,7 @@ __global__ void __launch_bounds__(384) beside_products(float* out, long long* cy
     out[threadIdx.x] = keep;
     return;
   }
-  timed_steps<Work::softmax, Fa3Rule>(out, cycles, iters);
+  timed_steps<W, Fa3Rule>(out, cycles, iters);
 }
 
 // Each softmax warp first runs a product of its own (S = Q K^T at d = 128: 4 QGMMA), waited for before the call: into
@@ -311,23 +338,26 @@ void run_alone(const char* what, int threads) {
   std::printf("%-44s %2d warps a SM: %7.1f clocks a call\n", what, threads / 32, per_call);
 }
 
-template <Neighbour N>
+const char* work_name(Work w) { return w == Work::softmax ? "softmax" : w == Work::exp_and_sums ? "exp + sums" : "64 FFMA + MUFU"; }
+
+template <Neighbour N, Work W = Work::softmax>
 void run_beside_products(const char* what, int softmax_groups, int pairs) {
   const int threads = 128 * (softmax_groups + 1);
-  check(cudaFuncSetAttribute(beside_products<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, kQkBytes + 1024), "cudaFuncSetAttribute");
+  check(cudaFuncSetAttribute(beside_products<N, W>, cudaFuncAttributeMaxDynamicSharedMemorySize, kQkBytes + 1024), "cudaFuncSetAttribute");
   long long products[2] = {};
   const double per_call = clocks_a_call(4 * softmax_groups, [&](float* out, long long* cycles, int iters, bool timed) {
-    beside_products<N><<<1, threads, kQkBytes + 1024>>>(out, cycles, iters, timed ? pairs : 1, N == Neighbour::qgmma_overwrite ? 0 : 1);
+    beside_products<N, W><<<1, threads, kQkBytes + 1024>>>(out, cycles, iters, timed ? pairs : 1, N == Neighbour::qgmma_overwrite ? 0 : 1);
   }, &products);
   if (pairs > 0) {
     // (the row holds only if the products outlast the softmax's calls; it says so where they do not)
     const double per_instruction = static_cast<double>(products[1]) / (kInstructionsAPair(N) * pairs);
     const bool outlasted = static_cast<double>(products[0]) >= per_call * kIters;
     // ("in pairs": the neighbour's share of its time from a pair's issue to its results read, not the tensor pipe's)
-    std::printf("softmax, %d warpgroup(s), beside %-15s %5d pairs (%5.1f clocks an instruction, in pairs %3.0f %%): %7.1f clocks a call%s\n", softmax_groups,
-                what, pairs, per_instruction, 100.0 * products[1] / products[0], per_call, outlasted ? "" : " (the products ended first: too few pairs)");
+    std::printf("%s, %d warpgroup(s), beside %-15s %5d pairs (%5.1f clocks an instruction, in pairs %3.0f %%): %7.1f clocks a call%s\n",
+                work_name(W), softmax_groups, what, pairs, per_instruction, 100.0 * products[1] / products[0], per_call,
+                outlasted ? "" : " (the products ended first: too few pairs)");
   } else {
-    std::printf("softmax, %d warpgroup(s), no products beside it: %51s %7.1f clocks a call\n", softmax_groups, "", per_call);
+    std::printf("%s, %d warpgroup(s), no products beside it: %51s %7.1f clocks a call\n", work_name(W), softmax_groups, "", per_call);
   }
 }
 
@@ -373,7 +403,16 @@ int main(int argc, char** argv) {
     run_beside_products<Neighbour::qgmma_overwrite>("QGMMA (no acc.)", groups, 8000);
     run_beside_products<Neighbour::hgmma>("HGMMA", groups, 2000);
     run_beside_products<Neighbour::qgmma_half>("QGMMA + spins", groups, 4000);
+    run_beside_products<Neighbour::shared_loads>("LDS.128", groups, 20000);
   }
+  for (int groups : {1, 2}) run_beside_products<Neighbour::qgmma_rs>("QGMMA, A in regs", groups, 4000);
+  // (the exponentials and row sums without the max: no shuffles, no max chain; and the exponentials alone)
+  run_beside_products<Neighbour::qgmma, Work::exp_and_sums>("", 1, 0);
+  run_beside_products<Neighbour::qgmma, Work::exp_and_sums>("QGMMA", 1, 4000);
+  run_beside_products<Neighbour::shared_loads, Work::exp_and_sums>("LDS.128", 1, 20000);
+  run_beside_products<Neighbour::qgmma, Work::mufu_only>("", 1, 0);
+  run_beside_products<Neighbour::qgmma, Work::mufu_only>("QGMMA", 1, 4000);
+  run_beside_products<Neighbour::shared_loads, Work::mufu_only>("LDS.128", 1, 20000);
   run_under_own_products<false>("alone, in this loop:");
   run_under_own_products<true>("after its own 4 QGMMA into other registers:");
   run_under_own_products<true, true>("on S fresh from its own 4 QGMMA:");
