@@ -166,7 +166,7 @@ __device__ void product_pair(float (&a)[kNb][4], float (&b)[kNb][4], const unsig
       a[3][1] += x + y, b[5][2] += z + w;
     }
   } else if constexpr (N == Neighbour::qgmma_rs) {
-    const std::uint32_t fragment[4] = {0x38383838u + static_cast<unsigned>(accumulate), 0x30303030u, 0x28282828u, 0x34343434u};  // (e4m3 0.25 .. 1)
+    const std::uint32_t fragment[4] = {0x38383838u + static_cast<unsigned>(accumulate), 0x30303030u, 0x28282828u, 0x34343434u};  // (e4m3 0.25 .. 1.125; a runtime term, so that no compiler folds them)
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
