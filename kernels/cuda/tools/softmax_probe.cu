@@ -379,11 +379,11 @@ void run_beside_noise(const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const cudaDeviceProp prop = fc::kernels::cuda::tools::hopper_device_or_exit("softmax-probe");
-  if (argc > 2 || (argc == 2 && std::string(argv[1]) != "--all-sms")) {
+  if (argc > 2 || (argc == 2 && std::string(argv[1]) != "--all-sms")) {  // (before the device: a usage error is one on any machine)
     std::fprintf(stderr, "softmax-probe: unknown argument '%s'\nusage: softmax-probe [--all-sms]\n", argv[argc - 1]);
     return 2;
   }
+  const cudaDeviceProp prop = fc::kernels::cuda::tools::hopper_device_or_exit("softmax-probe");
   if (argc == 2) g_ctas = prop.multiProcessorCount;
   std::printf("%s; %d CTA(s), one a SM (the clocks of one CTA's warps); SM clocks (clock64) per call, the mean over the working warps of %d calls\n", prop.name, g_ctas, kIters);
   for (int threads : {32, 128, 256, 384, 512}) run_alone<Work::softmax>("softmax_tile_as (unmasked, FA3's rule)", threads);

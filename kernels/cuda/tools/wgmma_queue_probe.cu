@@ -92,11 +92,11 @@ void run(int groups, long long* d_out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const cudaDeviceProp prop = fc::kernels::cuda::tools::hopper_device_or_exit("wgmma-queue-probe");
-  if (argc > 1) {
+  if (argc > 1) {  // (before the device: a usage error is one on any machine)
     std::fprintf(stderr, "wgmma-queue-probe: unknown argument '%s'\nusage: wgmma-queue-probe\n", argv[1]);
     return 2;
   }
+  const cudaDeviceProp prop = fc::kernels::cuda::tools::hopper_device_or_exit("wgmma-queue-probe");
   long long* d_out = nullptr;
   check(cudaMalloc(&d_out, (2 * kMaxGroups + 1) * sizeof(long long)), "cudaMalloc");
   std::printf("%s; one CTA; SM clocks (clock64), means over %d chains of warp 0 of each group\n", prop.name, kIters - 1);
