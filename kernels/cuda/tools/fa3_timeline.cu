@@ -30,8 +30,9 @@
 // kernel: the kernels that transpose V's tiles themselves (v_transpose=kernel, 128-key tiles); pass (the default)
 // reads the V^T written before, and the pass is not in its time. Both give the same checksum.
 //
-// Usage: fa3-timeline [--d 64|128] [--n N] [--dtype bf16|e4m3] [--key-tile 128|176|224] [--groups 2|3] [--scheduler grid|persistent]
+// Usage: fa3-timeline [--d 64|128] [--n N] [--batch B] [--heads H] [--dtype bf16|e4m3] [--key-tile 128|176|224] [--groups 2|3] [--scheduler grid|persistent]
 //                     [--causal] [--section S] [--epilogue tma|stores] [--turns ring|none] [--v-transpose pass|kernel] [--repeats R]
+// --batch, --heads: B and H in place of 16384 / N and 2048 / d (other CTA counts against the SM count: the last wave).
 // Each run prints a checksum of O and L (of the unstamped launches), so that two builds can be compared bit for bit.
 // --epilogue stores: O by store_rows' 4-byte global stores instead of the launchers' shared memory and TMA store.
 // --turns none: three groups issue without turns (cuda.fa3's ws_overlap_3groups*; e4m3 at d = 128 only, P in shared
@@ -67,14 +68,15 @@ using T = __nv_bfloat16;
 
 struct Config {
   int d = 128, n = 8192, key_tile = 128, groups = 2, repeats = 30, section = 0;  // (section 0: the launcher's choice)
+  int batch = 0, heads = 0;  // (0: the bench's B = 16384 / N and H = 2048 / d)
   bool causal = false, persistent = false, o_by_tma = true, e4m3 = false, turns = true, v_in_kernel = false;
   bool selective = false;  // (--rule fa4: cuda.fa4's selective rescaling, tau = 8)
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
   std::fprintf(stderr,
-               "fa3-timeline: %s\nusage: fa3-timeline [--d 64|128] [--n N] [--dtype bf16|e4m3] [--key-tile 128|176|224] [--groups 2|3] [--scheduler grid|persistent] "
-               "[--section S] [--epilogue tma|stores] [--turns ring|none] [--v-transpose pass|kernel] [--rule fa3|fa4] [--causal] [--repeats R]\n",
+               "fa3-timeline: %s\nusage: fa3-timeline [--d 64|128] [--n N] [--batch B] [--heads H] [--dtype bf16|e4m3] [--key-tile 128|176|224] [--groups 2|3] "
+               "[--scheduler grid|persistent] [--section S] [--epilogue tma|stores] [--turns ring|none] [--v-transpose pass|kernel] [--rule fa3|fa4] [--causal] [--repeats R]\n",
                what.c_str());
   std::exit(2);
 }
@@ -103,6 +105,10 @@ Config parse(int argc, char** argv) {
       c.d = int_arg(argc, argv, i);
     } else if (a == "--n") {
       c.n = int_arg(argc, argv, i);
+    } else if (a == "--batch") {
+      c.batch = int_arg(argc, argv, i);
+    } else if (a == "--heads") {
+      c.heads = int_arg(argc, argv, i);
     } else if (a == "--key-tile") {
       c.key_tile = int_arg(argc, argv, i);
     } else if (a == "--groups") {
@@ -142,7 +148,8 @@ Config parse(int argc, char** argv) {
   if (c.selective && (c.e4m3 || c.groups != 2 || c.key_tile != 128)) usage_error("--rule fa4 runs bf16, two groups and 128-key tiles (cuda.fa4's)");
   if (!c.turns && (c.groups != 3 || (c.e4m3 && c.d != 128))) usage_error("--turns none runs three groups (e4m3: at d = 128, P in shared memory) only");
   if (c.v_in_kernel && (!c.e4m3 || c.key_tile != 128)) usage_error("--v-transpose kernel: e4m3 with 128-key tiles only (cuda.fa3.fp8's)");
-  if (c.n > 16384 || 16384 % c.n != 0) usage_error("--n " + std::to_string(c.n) + ": a divisor of 16384 (B = 16384 / N)");
+  if (c.batch == 0 && (c.n > 16384 || 16384 % c.n != 0)) usage_error("--n " + std::to_string(c.n) + ": a divisor of 16384 (B = 16384 / N), or give --batch");
+  if (static_cast<double>(c.batch > 0 ? c.batch : 16384 / c.n) * (c.heads > 0 ? c.heads : 2048 / c.d) * c.n * c.d > 1.5e9) usage_error("B x H x N x d above 1.5e9 elements a tensor");
   if (c.n < 8 * c.key_tile) usage_error("--n " + std::to_string(c.n) + ": at least 8 key tiles (" + std::to_string(8 * c.key_tile) + "), for steady-state steps");
   return c;
 }
@@ -448,7 +455,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "fa3-timeline: cuda.fa3 needs a Hopper GPU (sm_90a); device 0 is %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
       return 1;
     }
-    const int b = 16384 / c.n, heads = 2048 / c.d;
+    const int b = c.batch > 0 ? c.batch : 16384 / c.n, heads = c.heads > 0 ? c.heads : 2048 / c.d;
     const std::size_t elements = static_cast<std::size_t>(b) * heads * c.n * c.d;
     std::vector<T> host(elements);
     std::mt19937 rng(1);
