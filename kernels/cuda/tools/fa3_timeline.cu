@@ -19,8 +19,11 @@
 // cuda.fa4's scheduler=persistent) with the chosen rule, so that the two schedulers' tiles compare; with --dtype e4m3,
 // cuda.fa3.fp8's (d = 128, --groups 3 --turns none: auto's kernel).
 // Medians over the steady state (loop steps 2 .. n - 3 of a CTA's n = key tiles - 1) of the 8 CTAs with the last
-// query tiles of one head (under a causal mask, the longest). The stamps cost a few percent; the tensor pipe's
-// share is the groups' products at the dense rate (4096 bf16 FLOP per clock per SM) over the period.
+// query tiles of one head (under a causal mask, the longest); the tensor pipe's share is the groups' products at the
+// dense rate (4096 bf16 FLOP per clock per SM) over the period. The step stamps slow the CTAs that write them: their
+// step, from their own tile stamps, is printed beside every tile's (on an H200: + 20 % for the 16-bit two-group kernel,
+// + 7-8 % for FP8's three groups; NOTES "The step stamps' own cost"). So the phases describe those slower CTAs, and a
+// change is judged by the unstamped TFLOP/s and every tile's step, not by the stamped period.
 //
 // --dtype e4m3 runs cuda.fa3.fp8's kernels (E4m3Ops, O in bf16, block exponents all 0, V's bytes drawn as they are and
 // transposed once by transpose_v_e4m3; the launcher's tensor maps, fa3_fp8_tensor_maps): --groups 3 at d = 128 is
@@ -235,13 +238,15 @@ struct Run {
 };
 
 // Each work tile's span on its SM (non-causal: every tile walks the same key tiles), from the tile stamps of one launch.
-void print_tiles(const std::vector<long long>& rec, int items, int groups, int n_tiles) {
+// `stamped`: the items of the CTAs that also stamp every step (ClockTimeline::mark); their own step from the tile stamps is
+// printed beside every tile's, since the step stamps slow the CTAs that write them.
+void print_tiles(const std::vector<long long>& rec, int items, int groups, int n_tiles, const std::vector<int>& stamped) {
   constexpr int kRecord = ClockTimeline::kTileRecord;
   struct Tile {
     long long sm, open, loop, last, stored;
   };
   std::vector<Tile> tiles;
-  std::vector<double> prologue, turns, epilogue;
+  std::vector<double> prologue, turns, epilogue, stamped_turns;
   for (int i = 0; i < items; ++i) {
     const long long* r = rec.data() + static_cast<std::size_t>(i) * kRecord;
     Tile t{r[kRecord - 1], 0, 0, 0, 0};
@@ -256,6 +261,7 @@ void print_tiles(const std::vector<long long>& rec, int items, int groups, int n
     tiles.push_back(t);
     prologue.push_back(static_cast<double>(t.loop - t.open));
     turns.push_back(static_cast<double>(t.last - t.loop));
+    if (std::find(stamped.begin(), stamped.end(), i) != stamped.end()) stamped_turns.push_back(turns.back());
     epilogue.push_back(static_cast<double>(t.stored - t.last));
   }
   if (tiles.size() != static_cast<std::size_t>(items)) throw std::runtime_error("a work tile was not stamped");
@@ -272,6 +278,11 @@ void print_tiles(const std::vector<long long>& rec, int items, int groups, int n
               median(prologue), median(turns), step, median(epilogue));
   std::printf("  between one tile's store and the next's on the SM: %.0f (Q of the next in shared memory %.0f after the store)\n", median(span), median(gap));
   std::printf("  beyond the tile's %d steps: %.0f clocks, %.2f steps\n", n_tiles, fixed, fixed / step);
+  if (!stamped_turns.empty()) {
+    const double stamped_step = median(stamped_turns) / (n_tiles - 1);
+    std::printf("  the %zu CTAs that stamp every step (the table below): %.0f a step, %+.1f %% against every tile's: the step stamps' own cost\n",
+                stamped_turns.size(), stamped_step, 100.0 * (stamped_step / step - 1));
+  }
 }
 
 template <class Ops, int Groups, bool Persistent = false, bool Turns = true, class Rule = Fa3Rule>
@@ -329,7 +340,11 @@ void measure(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
               !Persistent ? "grid" : c.section > 0 ? ("persistent (section " + std::to_string(c.section) + ")").c_str() : "persistent",
               c.o_by_tma && R::kOByTma ? "TMA" : "stores", t, flops / t / 1e9, c.repeats);
   std::printf("O and L checksum (FNV-1a 64 of their bytes, the unstamped launches' outputs): %016llx\n", checksum);
-  if (!c.causal) print_tiles(tile_h, items, Groups, s.seq_k / BlockN);
+  std::vector<int> stamped;  // (the grid's CTAs x < kCtas of head timeline.head, batch 0: item (head m_tiles + x))
+  if (!Persistent) {
+    for (int x = 0; x < kCtas && x < m_tiles; ++x) stamped.push_back(timeline.head * m_tiles + x);
+  }
+  if (!c.causal) print_tiles(tile_h, items, Groups, s.seq_k / BlockN, stamped);
   if (Persistent) return;  // (the step stamps follow the grid's CTAs)
   std::printf("one group's products per step at the dense rate: %.0f clocks; medians in SM clocks over the steady-state steps of %d CTAs:\n", products, kCtas);
   std::printf("%-6s %10s %8s %8s %8s %8s %8s %8s %8s %12s\n", "group", "turn wait", "issue", "S wait", "softmax", "PV wait", "pack", "period", "steps",
