@@ -71,7 +71,7 @@ using T = __nv_bfloat16;
 
 struct Config {
   int d = 128, n = 8192, key_tile = 128, groups = 2, repeats = 30, section = 0;  // (section 0: the launcher's choice)
-  int batch = 0, heads = 0;  // (0: the bench's B = 16384 / N and H = 2048 / d)
+  int batch = 0, heads = 0;  // (0 until parse() resolves them: the bench's B = 16384 / N and H = 2048 / d)
   bool causal = false, persistent = false, o_by_tma = true, e4m3 = false, turns = true, v_in_kernel = false;
   bool selective = false;  // (--rule fa4: cuda.fa4's selective rescaling, tau = 8)
 };
@@ -152,7 +152,9 @@ Config parse(int argc, char** argv) {
   if (!c.turns && (c.groups != 3 || (c.e4m3 && c.d != 128))) usage_error("--turns none runs three groups (e4m3: at d = 128, P in shared memory) only");
   if (c.v_in_kernel && (!c.e4m3 || c.key_tile != 128)) usage_error("--v-transpose kernel: e4m3 with 128-key tiles only (cuda.fa3.fp8's)");
   if (c.batch == 0 && (c.n > 16384 || 16384 % c.n != 0)) usage_error("--n " + std::to_string(c.n) + ": a divisor of 16384 (B = 16384 / N), or give --batch");
-  if (static_cast<double>(c.batch > 0 ? c.batch : 16384 / c.n) * (c.heads > 0 ? c.heads : 2048 / c.d) * c.n * c.d > 1.5e9) usage_error("B x H x N x d above 1.5e9 elements a tensor");
+  if (c.batch == 0) c.batch = 16384 / c.n;  // (the bench's shapes unless given)
+  if (c.heads == 0) c.heads = 2048 / c.d;
+  if (static_cast<double>(c.batch) * c.heads * c.n * c.d > 1.5e9) usage_error("B x H x N x d above 1.5e9 elements a tensor");
   if (c.n < 8 * c.key_tile) usage_error("--n " + std::to_string(c.n) + ": at least 8 key tiles (" + std::to_string(8 * c.key_tile) + "), for steady-state steps");
   return c;
 }
@@ -470,7 +472,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "fa3-timeline: cuda.fa3 needs a Hopper GPU (sm_90a); device 0 is %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
       return 1;
     }
-    const int b = c.batch > 0 ? c.batch : 16384 / c.n, heads = c.heads > 0 ? c.heads : 2048 / c.d;
+    const int b = c.batch, heads = c.heads;
     const std::size_t elements = static_cast<std::size_t>(b) * heads * c.n * c.d;
     std::vector<T> host(elements);
     std::mt19937 rng(1);
