@@ -1,6 +1,7 @@
 #include "experiments/bench_table.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace fc::experiments {
@@ -85,6 +86,26 @@ double bench_median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();
   return n == 0 ? NAN : n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+void BenchDeviceState::add_round(const std::vector<double>& clocks, double power, const std::vector<std::string>& round_limits,
+                                 const std::string& round_note) {
+  clocks_mhz.insert(clocks_mhz.end(), clocks.begin(), clocks.end());
+  if (std::isfinite(power)) powers_w.push_back(power);
+  limits.insert(limits.end(), round_limits.begin(), round_limits.end());
+  std::sort(limits.begin(), limits.end());
+  limits.erase(std::unique(limits.begin(), limits.end()), limits.end());
+  if (note.empty()) note = round_note;
+}
+
+std::string BenchDeviceState::text() const {
+  std::string out;
+  const auto add = [&](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };
+  char number[32];
+  if (!clocks_mhz.empty()) std::snprintf(number, sizeof number, "%.0f MHz", sm_clock_mhz()), add(number);
+  if (!powers_w.empty()) std::snprintf(number, sizeof number, "%.0f W", power_w()), add(number);
+  for (const std::string& l : limits) add(l);
+  return out;
 }
 
 }  // namespace fc::experiments

@@ -10,7 +10,8 @@
 // TFLOP/s from EQUATIONS.md's counts: forward 4 N^2 d B H, backward 10 N^2 d B H (2.5x), fwd+bwd 14,
 // halved for causal. fwd+bwd is the sum of the fwd and bwd medians. Records: DIR/bench.jsonl
 // (experiment "bench"), drawn by the report. Last, the side-by-side table: every subject against --baseline
-// (default torch.sdpa.cudnn) measured in the same run.
+// (default torch.sdpa.cudnn) measured in the same run. Each point's line also gives, per op, the SM clock, the board's
+// power and the clock-limit reasons while the timed runs ran (kernels/cuda/device_monitor.hpp), where they can be read.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -126,6 +127,7 @@ int run(const Request& req) {
   double preheated_s = 0;
   bool timed_any = false;  // (none: every subject failed at every point, e.g. only CPU subjects asked for)
   std::map<std::string, std::string> reference_rows;  // row -> the row whose baseline it is read against, where its own has none
+  std::string unread_state;  // why an op's clock and power were not read (the first such op's reason)
   // The reference format: bf16 if the run has it (as --dtype spells it), else fp16, else none.
   std::string reference_dtype;
   for (const Format wanted : {Format::bf16, Format::fp16}) {
@@ -169,6 +171,7 @@ int run(const Request& req) {
           struct OpRuns {
             std::vector<double> round_medians;  // ms, one per round
             double lo = INFINITY, hi = -INFINITY, device_bytes = 0;
+            experiments::BenchDeviceState state;  // the SM clock, power and clock limits over the rounds
           };
           std::map<std::string, std::map<kernels::Op, OpRuns>> runs;  // subject -> op -> its rounds
           for (int round = 0; round < req.rounds; ++round) {
@@ -195,18 +198,25 @@ int run(const Request& req) {
                 timed_any = true;
                 const auto [lo, hi] = std::minmax_element(t->milliseconds.begin(), t->milliseconds.end());
                 o.lo = std::min(o.lo, *lo), o.hi = std::max(o.hi, *hi), o.device_bytes = t->device_bytes;
+                o.state.add_round(t->sm_clock_mhz, t->power_w, t->clock_limits, t->device_state_note);
               }
             }
           }
           for (kernels::Subject* s : timed) {
             Point& pt = table[key.str()][s->info().name];
             std::string spread;  // (more than one round: each op's range of round medians, in TFLOP/s)
+            std::string state;   // each op's SM clock, power and clock limits, where read
             for (kernels::Op op : {kernels::Op::fwd, kernels::Op::bwd}) {
               // (a subject that failed keeps the ops it had timed, in the rounds before the failure, as one timed once did)
               const auto found = runs[s->info().name].find(op);
               if (found == runs[s->info().name].end()) continue;
               const OpRuns& o = found->second;
               const double ms = bench_median(o.round_medians);
+              if (const std::string text = o.state.text(); !text.empty()) {
+                state += (state.empty() ? "" : "; ") + std::string(kernels::name(op)) + " at " + text;
+              } else if (unread_state.empty()) {
+                unread_state = o.state.note;
+              }
               (op == kernels::Op::fwd ? pt.fwd_ms : pt.bwd_ms) = ms;
               const double flops = flops_fwd * (op == kernels::Op::fwd ? 1.0 : 2.5);
               const auto [fastest, slowest] = std::minmax_element(o.round_medians.begin(), o.round_medians.end());
@@ -236,6 +246,14 @@ int run(const Request& req) {
               j["metrics"] = {{"median_ms", experiments::number(ms)}, {"min_ms", experiments::number(o.lo)}, {"max_ms", experiments::number(o.hi)},
                               {"round_medians_ms", rounds}, {"flops", flops}, {"tflops", experiments::number(flops / (ms * 1e-3) / 1e12)},
                               {"device_bytes", o.device_bytes}};
+              // (the device's state over the rounds: kernels/cuda/device_monitor.hpp; TFLOP/s per GHz of SM clock is the
+              // work a clock does, apart from the clock the power limit leaves)
+              const double mhz = o.state.sm_clock_mhz();
+              j["metrics"]["sm_clock_mhz"] = experiments::number(mhz);
+              j["metrics"]["power_w"] = experiments::number(o.state.power_w());
+              j["metrics"]["tflops_per_ghz"] = experiments::number(flops / (ms * 1e-3) / 1e12 / (mhz * 1e-3));
+              j["clock_limits"] = o.state.limits;
+              if (!o.state.note.empty()) j["device_state_note"] = o.state.note;
               j["verdict"] = "measured";
               writer.write(j);
             }
@@ -250,9 +268,10 @@ int run(const Request& req) {
               if (!std::isnan(ms)) std::snprintf(text, sizeof text, "%7.1f", flops_fwd * factor / (ms * 1e-3) / 1e12);
               return std::string(text);
             };
-            std::printf("  %-40s %-22s fwd %s  bwd %s  fwd+bwd %s TFLOP/s%s%s%s%s\n", key.str().c_str(), s->info().name.c_str(),
+            std::printf("  %-40s %-22s fwd %s  bwd %s  fwd+bwd %s TFLOP/s%s%s%s%s%s%s\n", key.str().c_str(), s->info().name.c_str(),
                         tf(pt.fwd_ms, 1).c_str(), tf(pt.bwd_ms, 2.5).c_str(), tf(pt.fwd_ms + pt.bwd_ms, 3.5).c_str(),
                         spread.empty() ? "" : "  (rounds:", spread.empty() ? "" : (spread + ")").c_str(),
+                        state.empty() ? "" : "  [", state.empty() ? "" : (state + "]").c_str(),
                         pt.error.empty() ? "" : "  error: ", pt.error.c_str());
             std::fflush(stdout);
           }
@@ -265,6 +284,7 @@ int run(const Request& req) {
   for (kernels::Subject* s : subjects) names.push_back(s->info().name);
   std::fputs(experiments::bench_side_by_side(row_order, table, names, req.baseline, dir + "/bench.jsonl", reference_rows,
                                              "the " + reference_dtype + " row of the same shape").c_str(), stdout);
+  if (!unread_state.empty()) std::printf("clocks and power: not read for some points (%s)\n", unread_state.c_str());
   if (!timed_any) throw std::runtime_error("bench: nothing was timed: every subject failed at every point (each line above gives its error)");
   return 0;
 }

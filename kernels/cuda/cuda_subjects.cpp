@@ -147,10 +147,10 @@ class CudaAttentionSubject : public Subject {
     f.q = contiguous(q, sh.heads_q, sh.seq_q), f.k = contiguous(k, sh.heads_kv, sh.seq_k), f.v = contiguous(v, sh.heads_kv, sh.seq_k);
     f.o = contiguous_out(o, sh.heads_q, sh.seq_q), f.lse = static_cast<float*>(lse.get());
     const Workspace fws = forward_workspace(f, rows);
-    Timing timing;
-    timing.device_bytes = static_cast<double>(q.bytes() + k.bytes() + v.bytes() + o.bytes() + lse.bytes() + fws.bytes());
+    const double forward_bytes = static_cast<double>(q.bytes() + k.bytes() + v.bytes() + o.bytes() + lse.bytes() + fws.bytes());
     if (r.op == Op::fwd) {
-      timing.milliseconds = time_runs(who, r.warmup, r.warmup_seconds, r.repeats, [&] { forward(f, nullptr); });
+      Timing timing = time_runs(who, r.warmup, r.warmup_seconds, r.repeats, [&] { forward(f, nullptr); });
+      timing.device_bytes = forward_bytes;
       return timing;
     }
     launch(who, "forward", [&] { forward(f, nullptr); });
@@ -164,8 +164,8 @@ class CudaAttentionSubject : public Subject {
     const Workspace bws = backward_workspace(b, rows);
     b.dq = contiguous_out(dq, sh.heads_q, sh.seq_q), b.dk = contiguous_out(dk, sh.heads_kv, sh.seq_k);
     b.dv = contiguous_out(dv, sh.heads_kv, sh.seq_k);
-    timing.device_bytes += static_cast<double>(dout.bytes() + dq.bytes() + dk.bytes() + dv.bytes() + bws.bytes());
-    timing.milliseconds = time_runs(who, r.warmup, r.warmup_seconds, r.repeats, [&] { backward(b, nullptr); });
+    Timing timing = time_runs(who, r.warmup, r.warmup_seconds, r.repeats, [&] { backward(b, nullptr); });
+    timing.device_bytes = forward_bytes + static_cast<double>(dout.bytes() + dq.bytes() + dk.bytes() + dv.bytes() + bws.bytes());
     return timing;
   }
 

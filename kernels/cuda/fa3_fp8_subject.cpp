@@ -197,9 +197,7 @@ class CudaFa3Fp8 final : public Subject {
     Fp8ForwardParams f = forward_params(ops, sh, r.mask, r.scale, out);
     const Strided o_view = contiguous(o, sh.heads_q, sh.seq_q);
     f.p.o = StridedOut{o.get(), o_view.batch, o_view.head, o_view.row}, f.p.lse = static_cast<float*>(lse.get());
-    Timing timing;
-    timing.device_bytes = static_cast<double>(q.bytes() + k.bytes() + v.bytes() + o.bytes() + lse.bytes() + ops.bytes());
-    timing.milliseconds = time_runs(who, r.warmup, r.warmup_seconds, r.repeats, [&] {
+    Timing timing = time_runs(who, r.warmup, r.warmup_seconds, r.repeats, [&] {
       if (options_.scaled) {
         prepare_all();
       } else if (!ops.v_in_kernel) {
@@ -208,6 +206,7 @@ class CudaFa3Fp8 final : public Subject {
       with_work_counter(f);
       fa3_fp8_forward(f, nullptr);
     });
+    timing.device_bytes = static_cast<double>(q.bytes() + k.bytes() + v.bytes() + o.bytes() + lse.bytes() + ops.bytes());
     return timing;
   }
 

@@ -38,7 +38,7 @@ long long checked_limit_ns(const std::string& who, double ms) {
 }  // namespace
 
 RunTimer::RunTimer(std::string who, cudaStream_t stream, double hold_limit_ms)
-    : who_(std::move(who)), stream_(stream), hold_limit_ns_(checked_limit_ns(who_, hold_limit_ms)) {
+    : who_(std::move(who)), stream_(stream), monitor_(&DeviceMonitor::current()), hold_limit_ns_(checked_limit_ns(who_, hold_limit_ms)) {
   try {
     void* flags = nullptr;
     check_cuda(cudaHostAlloc(&flags, 2 * sizeof(int), cudaHostAllocMapped), who_, "allocating the timer's host flags");
@@ -101,6 +101,9 @@ double RunTimer::end() {
   const cudaError_t recorded = cudaEventRecord(stop_, stream_);
   release();
   check_cuda(recorded, who_, "cudaEventRecord");
+  // (read as the run starts, while the host would wait anyway: the clock the power controller set for it, which
+  // moves on a scale of milliseconds)
+  last_sample_ = monitor_->sample();
   check_cuda(cudaEventSynchronize(stop_), who_, "timed run");
   if (host_flags_[1] != 0) {
     std::ostringstream limit;
@@ -113,6 +116,28 @@ double RunTimer::end() {
   float ms = 0;
   check_cuda(cudaEventElapsedTime(&ms, start_, stop_), who_, "cudaEventElapsedTime");
   return ms;
+}
+
+void RunTimer::describe_device_state(Timing& t, std::optional<double> joules_before, std::optional<double> joules_after, double seconds,
+                                     std::uint64_t limits) const {
+  if (!monitor_->available()) {
+    t.device_state_note = "no clock or power readings: " + monitor_->unavailable_reason();
+    return;
+  }
+  t.clock_limits = clock_limit_names(limits);
+  std::vector<std::string> gaps;
+  if (t.sm_clock_mhz.size() < t.milliseconds.size()) {
+    gaps.push_back("the SM clock read for " + std::to_string(t.sm_clock_mhz.size()) + " of " + std::to_string(t.milliseconds.size()) + " runs");
+  }
+  if (!joules_before || !joules_after) {
+    gaps.push_back("no power: the device has no energy counter NVML can read");
+  } else if (!(*joules_after > *joules_before) || !(seconds > 0)) {
+    // (the counter advances in steps: runs shorter than a step leave it unchanged)
+    gaps.push_back("no power: the energy counter did not advance over the runs' " + std::to_string(static_cast<long>(seconds * 1e3)) + " ms");
+  } else {
+    t.power_w = (*joules_after - *joules_before) / seconds;
+  }
+  for (const std::string& g : gaps) t.device_state_note += (t.device_state_note.empty() ? "" : "; ") + g;
 }
 
 }  // namespace fc::kernels::cuda

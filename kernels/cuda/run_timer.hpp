@@ -19,12 +19,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "kernels/attention_call.hpp"
 #include "kernels/cuda/device_memory.hpp"
+#include "kernels/cuda/device_monitor.hpp"
 
 namespace fc::kernels::cuda {
 
@@ -52,6 +55,25 @@ class RunTimer {
     return end();
   }
 
+  // `repeats` timed runs of `run` (time above), with the device's state while they ran: Timing's milliseconds,
+  // sm_clock_mhz (read as each run starts), power_w and clock_limits (device_monitor.hpp). The mean power is the
+  // energy counter's rise over the runs; the host's gaps between them (tens of microseconds against the bench's runs
+  // of a millisecond or more) are inside it.
+  template <class F>
+  Timing time_each(int repeats, F&& run) {
+    Timing t;
+    const std::optional<double> joules_before = monitor_->energy_joules();
+    const auto start = std::chrono::steady_clock::now();
+    std::uint64_t limits = 0;
+    for (int i = 0; i < repeats; ++i) {
+      t.milliseconds.push_back(time(run));
+      if (last_sample_) t.sm_clock_mhz.push_back(last_sample_->sm_clock_mhz), limits |= last_sample_->clock_limits;
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    describe_device_state(t, joules_before, monitor_->energy_joules(), seconds, limits);
+    return t;
+  }
+
  private:
   void begin();    // the hold, then the start event
   double end();    // the stop event, the release, the wait; the elapsed time
@@ -59,26 +81,31 @@ class RunTimer {
   void abandon();  // a run that threw: the release, then the wait for what it enqueued, so the timer can be reused
   void free_all();
 
+  // Timing's power_w, clock_limits and device_state_note from the runs' samples and the energy counter's two readings.
+  void describe_device_state(Timing& t, std::optional<double> joules_before, std::optional<double> joules_after, double seconds,
+                             std::uint64_t limits) const;
+
   std::string who_;
   cudaStream_t stream_;
+  const DeviceMonitor* monitor_;
+  std::optional<DeviceSample> last_sample_;  // (the last timed run's, nothing where it could not be read)
   long long hold_limit_ns_;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   volatile int* host_flags_ = nullptr;  // mapped pinned memory: [0] released by the host, [1] the hold gave up
   int* device_flags_ = nullptr;
 };
 
-// Device times of `run` in milliseconds, one per repeat (RunTimer), after untimed runs (each waited for): `warmup` of
-// them (at least one, which loads the kernels' modules, above), and more until `warmup_seconds` have passed since the
-// first began. A failure becomes a SubjectError naming `who`. The CUDA subjects launch on the legacy default stream.
+// Device times of `run` in milliseconds, one per repeat, with the device's state while they ran (RunTimer::time_each),
+// after untimed runs (each waited for): `warmup` of them (at least one, which loads the kernels' modules, above), and
+// more until `warmup_seconds` have passed since the first began. A failure becomes a SubjectError naming `who`. The
+// CUDA subjects launch on the legacy default stream.
 template <class F>
-std::vector<double> time_runs(const std::string& who, int warmup, double warmup_seconds, int repeats, F&& run) {
+Timing time_runs(const std::string& who, int warmup, double warmup_seconds, int repeats, F&& run) {
   const auto start = std::chrono::steady_clock::now();
   const auto warm_enough = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= warmup_seconds; };
   for (int i = 0; i < std::max(1, warmup) || !warm_enough(); ++i) run_kernels(who, "warm-up", run);
   RunTimer timer(who, nullptr);
-  std::vector<double> ms;
-  for (int i = 0; i < repeats; ++i) ms.push_back(timer.time(run));
-  return ms;
+  return timer.time_each(repeats, run);
 }
 
 }  // namespace fc::kernels::cuda

@@ -142,10 +142,10 @@ class SdpaSubject final : public Subject {
       };
       Timing timing;
       if (!backward) {
-        timing.milliseconds = timed(info_.name, r, [&] { (void)forward(); });
+        timing = timed(info_.name, r, [&] { (void)forward(); });
       } else {
         const at::Tensor o = forward(), dout = at::randn_like(o);
-        timing.milliseconds = timed(info_.name, r, [&] { (void)torch::autograd::grad({o}, {q, k, v}, {dout}, /*retain_graph=*/true); });
+        timing = timed(info_.name, r, [&] { (void)torch::autograd::grad({o}, {q, k, v}, {dout}, /*retain_graph=*/true); });
       }
       timing.device_bytes = static_cast<double>((q.numel() * 2 + k.numel() * 2 + v.numel() * 2) * q.element_size());
       return timing;
@@ -156,7 +156,7 @@ class SdpaSubject final : public Subject {
 
  private:
   template <class F>
-  static std::vector<double> timed([[maybe_unused]] const std::string& who, const TimingRequest& r, F&& run) {
+  static Timing timed([[maybe_unused]] const std::string& who, const TimingRequest& r, F&& run) {
     const c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
     const c10::Stream stream = guard.getStream(c10::Device(c10::DeviceType::CUDA, 0));
     // Warm-up: r.warmup runs (at least one: the first launches load modules, run_timer.hpp), and more until
@@ -169,23 +169,24 @@ class SdpaSubject final : public Subject {
       run();
       stream.synchronize();
     }
-    std::vector<double> ms;
 #if FLASHCHECK_HAVE_CUDA
     // (the stream held while the host enqueues each run, as for the CUDA subjects: autograd's and the allocator's host
-    // work stays out of the device time; kernels/cuda/run_timer.hpp)
+    // work stays out of the device time; kernels/cuda/run_timer.hpp. With the device's clock and power, as theirs.)
     cuda::RunTimer timer(who, static_cast<cudaStream_t>(stream.native_handle()));
-    for (int i = 0; i < r.repeats; ++i) ms.push_back(timer.time(run));
+    return timer.time_each(r.repeats, run);
 #else
+    Timing t;
+    t.device_state_note = "no clock or power readings: flashcheck was built without CUDA (kernels/cuda/device_monitor.hpp)";
     for (int i = 0; i < r.repeats; ++i) {
       c10::Event start(c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT), stop(c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT);
       start.record(stream);
       run();
       stop.record(stream);
       stop.synchronize();
-      ms.push_back(start.elapsedTime(stop));
+      t.milliseconds.push_back(start.elapsedTime(stop));
     }
+    return t;
 #endif
-    return ms;
   }
 
   void compute(Op op, const AttentionCall& c) const {

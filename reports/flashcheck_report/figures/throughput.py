@@ -15,6 +15,11 @@ def _tflops(r):
     return number(r["metrics"]["tflops"])
 
 
+def _metric(r, name):
+    """A metric older records lack (the SM clock, the power): NaN where absent."""
+    return number(r["metrics"].get(name, "nan"))
+
+
 def draw(records, out_dir):
     ops = ordered((r["op"] for r in records), OPS)
     cols = sorted({(r["shape"]["d"], r["mask"], r["dtype"]) for r in records})
@@ -31,7 +36,8 @@ def draw(records, out_dir):
                         linestyle="--" if subject.startswith("torch.") else "-", label=subject)
                 for x, r in points:
                     table.append({"op": op, "dtype": dtype, "d": d, "mask": mask, "N": x, "subject": subject,
-                                  "TFLOP/s": _tflops(r), "median ms": number(r["metrics"]["median_ms"])})
+                                  "TFLOP/s": _tflops(r), "median ms": number(r["metrics"]["median_ms"]),
+                                  "SM MHz": _metric(r, "sm_clock_mhz"), "W": _metric(r, "power_w")})
             ax.set_xscale("log", base=2)
             plain_ticks(ax, [x_of(r) for r in cell])
             ax.set_xlabel("sequence length N")
@@ -50,13 +56,21 @@ def draw(records, out_dir):
     findings = []
     by_key = {}
     for row in table:
-        by_key.setdefault((row["op"], row["dtype"], row["d"], row["mask"], row["N"]), {})[row["subject"]] = row["TFLOP/s"]
-    for (op, dtype, d, mask, n), rates in sorted(by_key.items()):
-        baseline = next((b for b in BASELINES if rates.get(b)), None)
+        by_key.setdefault((row["op"], row["dtype"], row["d"], row["mask"], row["N"]), {})[row["subject"]] = (row["TFLOP/s"], row["SM MHz"])
+    for (op, dtype, d, mask, n), points in sorted(by_key.items()):
+        baseline = next((b for b in BASELINES if points.get(b) and points[b][0]), None)
         if baseline is None:
             continue
-        base = rates[baseline]
-        ours = ", ".join(f"{s} {v / base:.2f}x" for s, v in sorted(rates.items()) if s.startswith("cuda."))
+        base, base_mhz = points[baseline]
+
+        def ratio(rate, mhz):
+            # (with both SM clocks read, also the ratio per clock: at a power limit the clock differs from kernel to
+            # kernel, and the work a clock does is the kernel's own part; kernels/cuda/device_monitor.hpp)
+            text = f"{rate / base:.2f}x"
+            if mhz > 0 and base_mhz > 0:
+                text += f" ({rate / mhz / (base / base_mhz):.2f}x per clock, {mhz:.0f} against {base_mhz:.0f} MHz)"
+            return text
+        ours = ", ".join(f"{s} {ratio(v, mhz)}" for s, (v, mhz) in sorted(points.items()) if s.startswith("cuda."))
         if ours:
             findings.append(f"{op} {dtype} d={d} {mask} N={n:g}: {baseline} {base:.0f} TFLOP/s; {ours}")
     figure.findings = findings

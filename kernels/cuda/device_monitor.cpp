@@ -1,0 +1,114 @@
+#include "kernels/cuda/device_monitor.hpp"
+
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace fc::kernels::cuda {
+namespace {
+
+// NVML's C interface, the parts read here (nvml.h, which the toolkit here does not ship; the ABI is stable).
+constexpr int kNvmlSuccess = 0;
+constexpr int kNvmlClockSm = 1;  // nvmlClockType_t NVML_CLOCK_SM
+using Init = int (*)();
+using ErrorString = const char* (*)(int);
+using HandleByPciBusId = int (*)(const char*, void**);
+
+std::string nvml_error(ErrorString error_string, int code) {
+  const char* text = error_string != nullptr ? error_string(code) : nullptr;
+  return text != nullptr ? std::string(text) : "NVML error " + std::to_string(code);
+}
+
+}  // namespace
+
+DeviceMonitor::DeviceMonitor(const std::string& library, const std::string& pci_bus_id) {
+  if (pci_bus_id.empty()) {
+    reason_ = "no CUDA device";
+    return;
+  }
+  // (never closed: the monitor lives as long as the process, and NVML's handles with the library)
+  void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* why = dlerror();
+    reason_ = "NVML not loaded (" + library + ": " + (why != nullptr ? why : "dlopen failed") + ")";
+    return;
+  }
+  const auto symbol = [&](const char* name) { return dlsym(lib, name); };
+  const auto init = reinterpret_cast<Init>(symbol("nvmlInit_v2"));
+  const auto error_string = reinterpret_cast<ErrorString>(symbol("nvmlErrorString"));
+  const auto by_bus_id = reinterpret_cast<HandleByPciBusId>(symbol("nvmlDeviceGetHandleByPciBusId_v2"));
+  clock_info_ = reinterpret_cast<ClockInfo>(symbol("nvmlDeviceGetClockInfo"));
+  // (the reasons' older name, for drivers before the rename)
+  event_reasons_ = reinterpret_cast<EventReasons>(symbol("nvmlDeviceGetCurrentClocksEventReasons"));
+  if (event_reasons_ == nullptr) event_reasons_ = reinterpret_cast<EventReasons>(symbol("nvmlDeviceGetCurrentClocksThrottleReasons"));
+  energy_ = reinterpret_cast<Energy>(symbol("nvmlDeviceGetTotalEnergyConsumption"));
+  if (init == nullptr || by_bus_id == nullptr || clock_info_ == nullptr) {
+    reason_ = "NVML at " + library + " lacks nvmlInit_v2, nvmlDeviceGetHandleByPciBusId_v2 or nvmlDeviceGetClockInfo";
+    return;
+  }
+  if (const int code = init(); code != kNvmlSuccess) {
+    reason_ = "nvmlInit: " + nvml_error(error_string, code);
+    return;
+  }
+  void* device = nullptr;
+  if (const int code = by_bus_id(pci_bus_id.c_str(), &device); code != kNvmlSuccess || device == nullptr) {
+    reason_ = "NVML has no device at PCI bus id " + pci_bus_id + ": " + nvml_error(error_string, code);
+    return;
+  }
+  device_ = device;
+}
+
+const DeviceMonitor& DeviceMonitor::current() {
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<DeviceMonitor>> monitors;  // CUDA device -> its monitor
+  int device = -1;
+  std::string bus_id;
+  if (cudaGetDevice(&device) == cudaSuccess) {
+    char text[32] = {};
+    if (cudaDeviceGetPCIBusId(text, sizeof text, device) == cudaSuccess) bus_id = text;
+  }
+  (void)cudaGetLastError();  // (a machine without a device: the monitor says so; the error is not a later launch's)
+  const std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<DeviceMonitor>& monitor = monitors[device];
+  if (!monitor) monitor = std::make_unique<DeviceMonitor>("libnvidia-ml.so.1", bus_id);
+  return *monitor;
+}
+
+std::optional<DeviceSample> DeviceMonitor::sample() const {
+  if (device_ == nullptr) return std::nullopt;
+  unsigned mhz = 0;
+  if (clock_info_(device_, kNvmlClockSm, &mhz) != kNvmlSuccess) return std::nullopt;
+  DeviceSample s;
+  s.sm_clock_mhz = mhz;
+  unsigned long long reasons = 0;
+  if (event_reasons_ != nullptr && event_reasons_(device_, &reasons) == kNvmlSuccess) s.clock_limits = reasons;
+  return s;
+}
+
+std::optional<double> DeviceMonitor::energy_joules() const {
+  unsigned long long millijoules = 0;
+  if (device_ == nullptr || energy_ == nullptr || energy_(device_, &millijoules) != kNvmlSuccess) return std::nullopt;
+  return static_cast<double>(millijoules) * 1e-3;
+}
+
+std::vector<std::string> clock_limit_names(std::uint64_t reasons) {
+  // (nvmlClocksEventReason*: bit 0 GpuIdle is left out, see the header)
+  static const std::pair<std::uint64_t, const char*> kNames[] = {
+      {0x2, "application clocks"}, {0x4, "power cap"},          {0x8, "hardware slowdown"}, {0x10, "sync boost"},
+      {0x20, "thermal (software)"}, {0x40, "thermal (hardware)"}, {0x80, "power brake"},        {0x100, "display clocks"}};
+  std::vector<std::string> names;
+  std::uint64_t known = 0x1;
+  for (const auto& [bit, name] : kNames) {
+    known |= bit;
+    if (reasons & bit) names.emplace_back(name);
+  }
+  for (int bit = 0; bit < 64; ++bit) {
+    if ((reasons >> bit & 1) != 0 && (known >> bit & 1) == 0) names.push_back("bit " + std::to_string(bit));
+  }
+  return names;
+}
+
+}  // namespace fc::kernels::cuda
