@@ -43,7 +43,7 @@ double bench_median(std::vector<double> values);
 // clock_limits, device_state_note; kernels/cuda/device_monitor.hpp says why the bench reads them).
 struct BenchDeviceState {
   std::vector<double> clocks_mhz;  // every timed run's SM clock, over the rounds
-  std::vector<double> powers_w;    // each round's mean power, where it was read
+  std::vector<double> powers_w;    // each round's median power, where it was read
   std::vector<std::string> limits;  // the clock-limit reasons any round saw, sorted, each once
   std::string note;                 // why a reading is missing (the first round that lacked one)
 

@@ -150,8 +150,8 @@ struct Timing {
   std::vector<double> milliseconds;  // one per repeat (device events around each run; the CUDA and SDPA subjects hold the stream until the run is enqueued, kernels/cuda/run_timer.hpp)
   double device_bytes = 0;           // device memory the measured op held (inputs, outputs, workspace)
   // The device's state while the timed runs ran (kernels/cuda/device_monitor.hpp says why the bench wants it): the SM
-  // clock as each run started (one per run), the board's mean power over the runs from its energy counter, and the
-  // clock-limit reasons any sample showed ("power cap", ...). Empty or NaN where they could not be read, and
+  // clock as each run started (one per run), the median of the board's power read then, and the clock-limit reasons
+  // any sample showed ("power cap", ...). Empty or NaN where they could not be read, and
   // device_state_note then says why.
   std::vector<double> sm_clock_mhz;
   double power_w = std::numeric_limits<double>::quiet_NaN();

@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,6 +18,40 @@ constexpr int kNvmlClockSm = 1;  // nvmlClockType_t NVML_CLOCK_SM
 using Init = int (*)();
 using ErrorString = const char* (*)(int);
 using HandleByPciBusId = int (*)(const char*, void**);
+constexpr unsigned kFieldPowerInstant = 186;  // NVML_FI_DEV_POWER_INSTANT: the board's power now, in milliwatts
+
+// nvmlFieldValue_t (40 bytes: the field, its scope, two timestamps, the value's type, the field's own return code, and
+// the value as a union of 8 bytes)
+struct FieldValue {
+  std::uint32_t field_id = 0, scope_id = 0;
+  std::int64_t timestamp = 0, latency_us = 0;
+  int value_type = 0, nvml_return = 0;
+  union {
+    double d;
+    unsigned ui;
+    unsigned long ul;
+    unsigned long long ull;
+    long long sll;
+    int si;
+    unsigned short us;
+  } value{};
+};
+static_assert(sizeof(FieldValue) == 40, "nvmlFieldValue_t is 40 bytes");
+
+// A field's value as a double; NaN for a failed field or a type not expected here.
+double field_number(const FieldValue& f) {
+  if (f.nvml_return != kNvmlSuccess) return std::numeric_limits<double>::quiet_NaN();
+  switch (f.value_type) {  // (nvmlValueType_t)
+    case 0: return f.value.d;
+    case 1: return f.value.ui;
+    case 2: return static_cast<double>(f.value.ul);
+    case 3: return static_cast<double>(f.value.ull);
+    case 4: return static_cast<double>(f.value.sll);
+    case 5: return f.value.si;
+    case 6: return f.value.us;
+    default: return std::numeric_limits<double>::quiet_NaN();
+  }
+}
 
 std::string nvml_error(ErrorString error_string, int code) {
   const char* text = error_string != nullptr ? error_string(code) : nullptr;
@@ -44,7 +80,7 @@ DeviceMonitor::DeviceMonitor(const std::string& library, const std::string& pci_
   // (the reasons' older name, for drivers before the rename)
   event_reasons_ = reinterpret_cast<EventReasons>(symbol("nvmlDeviceGetCurrentClocksEventReasons"));
   if (event_reasons_ == nullptr) event_reasons_ = reinterpret_cast<EventReasons>(symbol("nvmlDeviceGetCurrentClocksThrottleReasons"));
-  energy_ = reinterpret_cast<Energy>(symbol("nvmlDeviceGetTotalEnergyConsumption"));
+  field_values_ = reinterpret_cast<FieldValues>(symbol("nvmlDeviceGetFieldValues"));
   if (init == nullptr || by_bus_id == nullptr || clock_info_ == nullptr) {
     reason_ = "NVML at " + library + " lacks nvmlInit_v2, nvmlDeviceGetHandleByPciBusId_v2 or nvmlDeviceGetClockInfo";
     return;
@@ -85,13 +121,10 @@ std::optional<DeviceSample> DeviceMonitor::sample() const {
   s.sm_clock_mhz = mhz;
   unsigned long long reasons = 0;
   if (event_reasons_ != nullptr && event_reasons_(device_, &reasons) == kNvmlSuccess) s.clock_limits = reasons;
+  FieldValue power;
+  power.field_id = kFieldPowerInstant;
+  if (field_values_ != nullptr && field_values_(device_, 1, &power) == kNvmlSuccess) s.power_w = field_number(power) * 1e-3;
   return s;
-}
-
-std::optional<double> DeviceMonitor::energy_joules() const {
-  unsigned long long millijoules = 0;
-  if (device_ == nullptr || energy_ == nullptr || energy_(device_, &millijoules) != kNvmlSuccess) return std::nullopt;
-  return static_cast<double>(millijoules) * 1e-3;
 }
 
 std::vector<std::string> clock_limit_names(std::uint64_t reasons) {

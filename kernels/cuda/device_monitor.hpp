@@ -1,10 +1,13 @@
-// The device's SM clock, clock-limit reasons and energy counter, read from NVML (the driver's management library).
+// The device's SM clock, board power and clock-limit reasons, read from NVML (the driver's management library).
 //
 // Why the bench reads them: on an H200 both our forwards and cuDNN's run at the card's 700 W limit, where the power
 // controller, not the cycle count alone, sets the speed (kernels/cuda/NOTES.md, "The forward against cuDNN's
 // kernel"). A TFLOP/s figure then mixes two things a kernel researcher wants apart: work per clock and the clock the
-// kernel's power draw leaves it. So every timed run records the SM clock as it starts, and the timed runs together
-// the board's mean power (RunTimer::time_each, run_timer.hpp).
+// kernel's power draw leaves it. So every timed run records the SM clock and the board's power as it starts
+// (RunTimer::time_each, run_timer.hpp). The power is NVML's instantaneous reading (field NVML_FI_DEV_POWER_INSTANT):
+// the plain power query averages over the last second on Ampere and later, and the energy counter advances in steps
+// too coarse for runs of a few milliseconds (on the H200 a 20 ms window read 0 J or 66 J: 0 or 3700 W).
+
 //
 // NVML is opened at run time (dlopen of libnvidia-ml.so.1, installed with the driver), so nothing links against it
 // and a machine without a driver (CI) builds and runs the same binaries: there the monitor is unavailable and says why.
@@ -12,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,7 +24,8 @@ namespace fc::kernels::cuda {
 
 struct DeviceSample {
   double sm_clock_mhz = 0;
-  std::uint64_t clock_limits = 0;  // NVML's clock event reasons at the sample (clock_limit_names)
+  double power_w = std::numeric_limits<double>::quiet_NaN();  // the board's power now; NaN where NVML refuses it
+  std::uint64_t clock_limits = 0;                              // NVML's clock event reasons at the sample (clock_limit_names)
 };
 
 class DeviceMonitor {
@@ -31,10 +36,8 @@ class DeviceMonitor {
   bool available() const { return device_ != nullptr; }
   // Why it is not available ("" when it is): no driver library, no CUDA device, NVML's own error.
   const std::string& unavailable_reason() const { return reason_; }
-  // The SM clock and the clock-limit reasons now; nothing when unavailable or when NVML refuses the query.
+  // The SM clock, the power and the clock-limit reasons now; nothing when unavailable or when NVML refuses the clock.
   std::optional<DeviceSample> sample() const;
-  // The board's energy counter (joules since the driver loaded); nothing when unavailable or not supported.
-  std::optional<double> energy_joules() const;
 
   // (exposed for the tests: a monitor of the device with this PCI bus id, through the library at `library`)
   DeviceMonitor(const std::string& library, const std::string& pci_bus_id);
@@ -44,11 +47,11 @@ class DeviceMonitor {
  private:
   using ClockInfo = int (*)(void*, int, unsigned*);
   using EventReasons = int (*)(void*, unsigned long long*);
-  using Energy = int (*)(void*, unsigned long long*);
+  using FieldValues = int (*)(void*, int, void*);
   void* device_ = nullptr;  // nvmlDevice_t
   ClockInfo clock_info_ = nullptr;
   EventReasons event_reasons_ = nullptr;
-  Energy energy_ = nullptr;
+  FieldValues field_values_ = nullptr;
   std::string reason_;
 };
 

@@ -1,5 +1,6 @@
 #include "kernels/cuda/run_timer.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <sstream>
@@ -118,24 +119,20 @@ double RunTimer::end() {
   return ms;
 }
 
-void RunTimer::describe_device_state(Timing& t, std::optional<double> joules_before, std::optional<double> joules_after, double seconds,
-                                     std::uint64_t limits) const {
+void RunTimer::describe_device_state(Timing& t, std::vector<double> watts, std::uint64_t limits) const {
   if (!monitor_->available()) {
     t.device_state_note = "no clock or power readings: " + monitor_->unavailable_reason();
     return;
   }
   t.clock_limits = clock_limit_names(limits);
+  const std::size_t runs = t.milliseconds.size();
   std::vector<std::string> gaps;
-  if (t.sm_clock_mhz.size() < t.milliseconds.size()) {
-    gaps.push_back("the SM clock read for " + std::to_string(t.sm_clock_mhz.size()) + " of " + std::to_string(t.milliseconds.size()) + " runs");
-  }
-  if (!joules_before || !joules_after) {
-    gaps.push_back("no power: the device has no energy counter NVML can read");
-  } else if (!(*joules_after > *joules_before) || !(seconds > 0)) {
-    // (the counter advances in steps: runs shorter than a step leave it unchanged)
-    gaps.push_back("no power: the energy counter did not advance over the runs' " + std::to_string(static_cast<long>(seconds * 1e3)) + " ms");
-  } else {
-    t.power_w = (*joules_after - *joules_before) / seconds;
+  if (t.sm_clock_mhz.size() < runs) gaps.push_back("the SM clock read for " + std::to_string(t.sm_clock_mhz.size()) + " of " + std::to_string(runs) + " runs");
+  if (watts.size() < runs) gaps.push_back("the power read for " + std::to_string(watts.size()) + " of " + std::to_string(runs) + " runs");
+  if (!watts.empty()) {
+    std::sort(watts.begin(), watts.end());
+    const std::size_t n = watts.size();
+    t.power_w = n % 2 ? watts[n / 2] : 0.5 * (watts[n / 2 - 1] + watts[n / 2]);
   }
   for (const std::string& g : gaps) t.device_state_note += (t.device_state_note.empty() ? "" : "; ") + g;
 }

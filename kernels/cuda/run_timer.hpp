@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -56,21 +57,20 @@ class RunTimer {
   }
 
   // `repeats` timed runs of `run` (time above), with the device's state while they ran: Timing's milliseconds,
-  // sm_clock_mhz (read as each run starts), power_w and clock_limits (device_monitor.hpp). The mean power is the
-  // energy counter's rise over the runs; the host's gaps between them (tens of microseconds against the bench's runs
-  // of a millisecond or more) are inside it.
+  // sm_clock_mhz (read as each run starts), power_w (the median of the board's power read then) and clock_limits
+  // (device_monitor.hpp).
   template <class F>
   Timing time_each(int repeats, F&& run) {
     Timing t;
-    const std::optional<double> joules_before = monitor_->energy_joules();
-    const auto start = std::chrono::steady_clock::now();
+    std::vector<double> watts;
     std::uint64_t limits = 0;
     for (int i = 0; i < repeats; ++i) {
       t.milliseconds.push_back(time(run));
-      if (last_sample_) t.sm_clock_mhz.push_back(last_sample_->sm_clock_mhz), limits |= last_sample_->clock_limits;
+      if (!last_sample_) continue;
+      t.sm_clock_mhz.push_back(last_sample_->sm_clock_mhz), limits |= last_sample_->clock_limits;
+      if (std::isfinite(last_sample_->power_w)) watts.push_back(last_sample_->power_w);
     }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    describe_device_state(t, joules_before, monitor_->energy_joules(), seconds, limits);
+    describe_device_state(t, watts, limits);
     return t;
   }
 
@@ -81,9 +81,8 @@ class RunTimer {
   void abandon();  // a run that threw: the release, then the wait for what it enqueued, so the timer can be reused
   void free_all();
 
-  // Timing's power_w, clock_limits and device_state_note from the runs' samples and the energy counter's two readings.
-  void describe_device_state(Timing& t, std::optional<double> joules_before, std::optional<double> joules_after, double seconds,
-                             std::uint64_t limits) const;
+  // Timing's power_w, clock_limits and device_state_note from the runs' samples.
+  void describe_device_state(Timing& t, std::vector<double> watts, std::uint64_t limits) const;
 
   std::string who_;
   cudaStream_t stream_;
