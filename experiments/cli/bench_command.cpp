@@ -127,7 +127,8 @@ int run(const Request& req) {
   double preheated_s = 0;
   bool timed_any = false;  // (none: every subject failed at every point, e.g. only CPU subjects asked for)
   std::map<std::string, std::string> reference_rows;  // row -> the row whose baseline it is read against, where its own has none
-  std::string unread_state;  // why an op's clock and power were not read (the first such op's reason)
+  std::string unread_state;     // why an op's clock or power was not read (the first such op's reason)
+  bool any_state_read = false;  // (some op's clock or power was read)
   // The reference format: bf16 if the run has it (as --dtype spells it), else fp16, else none.
   std::string reference_dtype;
   for (const Format wanted : {Format::bf16, Format::fp16}) {
@@ -198,7 +199,7 @@ int run(const Request& req) {
                 timed_any = true;
                 const auto [lo, hi] = std::minmax_element(t->milliseconds.begin(), t->milliseconds.end());
                 o.lo = std::min(o.lo, *lo), o.hi = std::max(o.hi, *hi), o.device_bytes = t->device_bytes;
-                o.state.add_round(t->sm_clock_mhz, t->power_w, t->clock_limits, t->device_state_note);
+                o.state.add_round(t->sm_clock_mhz, t->power_w, t->power_age_ms, t->clock_limits, t->device_state_note);
               }
             }
           }
@@ -214,11 +215,12 @@ int run(const Request& req) {
               const double ms = bench_median(o.round_medians);
               if (const std::string text = o.state.text(); !text.empty()) {
                 state += (state.empty() ? "" : "; ") + std::string(kernels::name(op)) + " at " + text;
-              } else if (unread_state.empty()) {
-                unread_state = o.state.note;
+                any_state_read = true;
               }
+              if (unread_state.empty()) unread_state = o.state.note;
               (op == kernels::Op::fwd ? pt.fwd_ms : pt.bwd_ms) = ms;
               const double flops = flops_fwd * (op == kernels::Op::fwd ? 1.0 : 2.5);
+              const double tflops = flops / (ms * 1e-3) / 1e12;
               const auto [fastest, slowest] = std::minmax_element(o.round_medians.begin(), o.round_medians.end());
               if (o.round_medians.size() > 1) {
                 char text[64];
@@ -244,14 +246,13 @@ int run(const Request& req) {
               nlohmann::json rounds = nlohmann::json::array();
               for (double m : o.round_medians) rounds.push_back(experiments::number(m));
               j["metrics"] = {{"median_ms", experiments::number(ms)}, {"min_ms", experiments::number(o.lo)}, {"max_ms", experiments::number(o.hi)},
-                              {"round_medians_ms", rounds}, {"flops", flops}, {"tflops", experiments::number(flops / (ms * 1e-3) / 1e12)},
+                              {"round_medians_ms", rounds}, {"flops", flops}, {"tflops", experiments::number(tflops)},
                               {"device_bytes", o.device_bytes}};
-              // (the device's state over the rounds: kernels/cuda/device_monitor.hpp; TFLOP/s per GHz of SM clock is the
-              // work a clock does, apart from the clock the power limit leaves)
-              const double mhz = o.state.sm_clock_mhz();
-              j["metrics"]["sm_clock_mhz"] = experiments::number(mhz);
+              // (the device's state over the rounds' timed runs, medians: kernels/cuda/device_monitor.hpp; the report
+              // divides TFLOP/s by the clock for the work a clock does, apart from the clock the power limit leaves)
+              j["metrics"]["sm_clock_mhz"] = experiments::number(o.state.sm_clock_mhz());
               j["metrics"]["power_w"] = experiments::number(o.state.power_w());
-              j["metrics"]["tflops_per_ghz"] = experiments::number(flops / (ms * 1e-3) / 1e12 / (mhz * 1e-3));
+              j["metrics"]["power_reading_age_ms"] = experiments::number(o.state.power_age_ms());
               j["clock_limits"] = o.state.limits;
               if (!o.state.note.empty()) j["device_state_note"] = o.state.note;
               j["verdict"] = "measured";
@@ -284,7 +285,7 @@ int run(const Request& req) {
   for (kernels::Subject* s : subjects) names.push_back(s->info().name);
   std::fputs(experiments::bench_side_by_side(row_order, table, names, req.baseline, dir + "/bench.jsonl", reference_rows,
                                              "the " + reference_dtype + " row of the same shape").c_str(), stdout);
-  if (!unread_state.empty()) std::printf("clocks and power: not read for some points (%s)\n", unread_state.c_str());
+  if (!unread_state.empty()) std::printf("clocks and power: %s (%s)\n", any_state_read ? "some readings missing" : "not read", unread_state.c_str());
   if (!timed_any) throw std::runtime_error("bench: nothing was timed: every subject failed at every point (each line above gives its error)");
   return 0;
 }

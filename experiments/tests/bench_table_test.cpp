@@ -117,28 +117,30 @@ TEST(BenchRounds, TakeTheMedianOfTheRoundsMedians) {
   EXPECT_TRUE(std::isnan(bench_median({})));
 }
 
-TEST(BenchDeviceState, TakesEveryRunsClockAndEachRoundsPowerOverTheRounds) {
+TEST(BenchDeviceState, PoolsEveryRunsReadingsOverTheRounds) {
   BenchDeviceState state;
-  state.add_round({1700, 1720}, 690, {"power cap"}, "");
-  state.add_round({1740}, 680, {"power cap", "thermal (software)"}, "");
-  state.add_round({1730}, 700, {}, "");
+  state.add_round({1700, 1720}, {690, 700}, {20, 40}, {"power cap"}, "");
+  state.add_round({1740}, {680}, {30}, {"power cap", "thermal (software)"}, "");
+  state.add_round({1730}, {}, {}, {}, "the power read for 0 of 1 runs");
   EXPECT_EQ(state.sm_clock_mhz(), 1725);  // (the median of the four runs' clocks)
-  EXPECT_EQ(state.power_w(), 690);        // (the median of the three rounds' powers)
+  EXPECT_EQ(state.power_w(), 690);        // (the median of the three runs' powers)
+  EXPECT_EQ(state.power_age_ms(), 30);
   EXPECT_EQ(state.limits, (std::vector<std::string>{"power cap", "thermal (software)"}));
+  EXPECT_EQ(state.note, "the power read for 0 of 1 runs");
   EXPECT_EQ(state.text(), "1725 MHz, 690 W, power cap, thermal (software)");
 }
 
 TEST(BenchDeviceState, ShowsOnlyWhatWasReadAndKeepsTheFirstReasonForWhatWasNot) {
   BenchDeviceState none;
-  none.add_round({}, NAN, {}, "no clock or power readings: no CUDA device");
-  none.add_round({}, NAN, {}, "another reason");
+  none.add_round({}, {}, {}, {}, "no clock or power readings: no CUDA device (cudaErrorNoDevice)");
+  none.add_round({}, {}, {}, {}, "another reason");
   EXPECT_EQ(none.text(), "");
   EXPECT_TRUE(std::isnan(none.sm_clock_mhz()));
   EXPECT_TRUE(std::isnan(none.power_w()));
-  EXPECT_EQ(none.note, "no clock or power readings: no CUDA device");
+  EXPECT_EQ(none.note, "no clock or power readings: no CUDA device (cudaErrorNoDevice)");
 
-  BenchDeviceState clocks_only;  // (an energy counter that did not move: the clock alone)
-  clocks_only.add_round({1755}, NAN, {}, "no power: the energy counter did not advance over the runs' 20 ms");
+  BenchDeviceState clocks_only;  // (a driver without the instantaneous power field: the clock alone)
+  clocks_only.add_round({1755}, {}, {}, {}, "the power read for 0 of 1 runs");
   EXPECT_EQ(clocks_only.text(), "1755 MHz");
 }
 

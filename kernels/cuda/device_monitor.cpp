@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -18,7 +19,8 @@ constexpr int kNvmlClockSm = 1;  // nvmlClockType_t NVML_CLOCK_SM
 using Init = int (*)();
 using ErrorString = const char* (*)(int);
 using HandleByPciBusId = int (*)(const char*, void**);
-constexpr unsigned kFieldPowerInstant = 186;  // NVML_FI_DEV_POWER_INSTANT: the board's power now, in milliwatts
+constexpr unsigned kFieldPowerInstant = 186;  // NVML_FI_DEV_POWER_INSTANT: "current GPU power", in milliwatts
+constexpr unsigned kScopeGpu = 0;             // a field's scope: the GPU as a whole
 
 // nvmlFieldValue_t (40 bytes: the field, its scope, two timestamps, the value's type, the field's own return code, and
 // the value as a union of 8 bytes)
@@ -100,16 +102,28 @@ DeviceMonitor::DeviceMonitor(const std::string& library, const std::string& pci_
 const DeviceMonitor& DeviceMonitor::current() {
   static std::mutex mutex;
   static std::map<int, std::unique_ptr<DeviceMonitor>> monitors;  // CUDA device -> its monitor
+  // (an error the caller left pending stays the caller's; one of the two calls below, on a machine without a device or
+  // with too old a driver, is cleared, so that no later launch is blamed for it)
+  const bool error_pending = cudaPeekAtLastError() != cudaSuccess;
   int device = -1;
-  std::string bus_id;
-  if (cudaGetDevice(&device) == cudaSuccess) {
+  std::string bus_id, why;
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
+    why = std::string("no CUDA device (") + cudaGetErrorName(e) + ")";
+  } else {
     char text[32] = {};
-    if (cudaDeviceGetPCIBusId(text, sizeof text, device) == cudaSuccess) bus_id = text;
+    if (const cudaError_t b = cudaDeviceGetPCIBusId(text, sizeof text, device); b == cudaSuccess) {
+      bus_id = text;
+    } else {
+      why = std::string("no PCI bus id for CUDA device ") + std::to_string(device) + " (" + cudaGetErrorName(b) + ")";
+    }
   }
-  (void)cudaGetLastError();  // (a machine without a device: the monitor says so; the error is not a later launch's)
+  if (!why.empty() && !error_pending) (void)cudaGetLastError();
   const std::lock_guard<std::mutex> lock(mutex);
   std::unique_ptr<DeviceMonitor>& monitor = monitors[device];
-  if (!monitor) monitor = std::make_unique<DeviceMonitor>("libnvidia-ml.so.1", bus_id);
+  if (!monitor) {
+    monitor = std::make_unique<DeviceMonitor>("libnvidia-ml.so.1", bus_id);
+    if (!why.empty()) monitor->reason_ = why;
+  }
   return *monitor;
 }
 
@@ -122,8 +136,13 @@ std::optional<DeviceSample> DeviceMonitor::sample() const {
   unsigned long long reasons = 0;
   if (event_reasons_ != nullptr && event_reasons_(device_, &reasons) == kNvmlSuccess) s.clock_limits = reasons;
   FieldValue power;
-  power.field_id = kFieldPowerInstant;
-  if (field_values_ != nullptr && field_values_(device_, 1, &power) == kNvmlSuccess) s.power_w = field_number(power) * 1e-3;
+  power.field_id = kFieldPowerInstant, power.scope_id = kScopeGpu;
+  if (field_values_ != nullptr && field_values_(device_, 1, &power) == kNvmlSuccess) {
+    s.power_w = field_number(power) * 1e-3;
+    // (the field's timestamp is the host's clock in microseconds since 1970, when the driver took the reading)
+    const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    if (power.timestamp > 0) s.power_age_ms = static_cast<double>(now_us - power.timestamp) * 1e-3;
+  }
   return s;
 }
 

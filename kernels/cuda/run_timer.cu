@@ -1,6 +1,5 @@
 #include "kernels/cuda/run_timer.hpp"
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <sstream>
@@ -39,7 +38,7 @@ long long checked_limit_ns(const std::string& who, double ms) {
 }  // namespace
 
 RunTimer::RunTimer(std::string who, cudaStream_t stream, double hold_limit_ms)
-    : who_(std::move(who)), stream_(stream), monitor_(&DeviceMonitor::current()), hold_limit_ns_(checked_limit_ns(who_, hold_limit_ms)) {
+    : who_(std::move(who)), stream_(stream), hold_limit_ns_(checked_limit_ns(who_, hold_limit_ms)), monitor_(&DeviceMonitor::current()) {
   try {
     void* flags = nullptr;
     check_cuda(cudaHostAlloc(&flags, 2 * sizeof(int), cudaHostAllocMapped), who_, "allocating the timer's host flags");
@@ -104,7 +103,7 @@ double RunTimer::end() {
   check_cuda(recorded, who_, "cudaEventRecord");
   // (read as the run starts, while the host would wait anyway: the clock the power controller set for it, which
   // moves on a scale of milliseconds)
-  last_sample_ = monitor_->sample();
+  if (sampling_) last_sample_ = monitor_->sample();
   check_cuda(cudaEventSynchronize(stop_), who_, "timed run");
   if (host_flags_[1] != 0) {
     std::ostringstream limit;
@@ -119,22 +118,18 @@ double RunTimer::end() {
   return ms;
 }
 
-void RunTimer::describe_device_state(Timing& t, std::vector<double> watts, std::uint64_t limits) const {
+void RunTimer::describe_device_state(Timing& t, std::uint64_t limits) const {
   if (!monitor_->available()) {
     t.device_state_note = "no clock or power readings: " + monitor_->unavailable_reason();
     return;
   }
   t.clock_limits = clock_limit_names(limits);
   const std::size_t runs = t.milliseconds.size();
-  std::vector<std::string> gaps;
-  if (t.sm_clock_mhz.size() < runs) gaps.push_back("the SM clock read for " + std::to_string(t.sm_clock_mhz.size()) + " of " + std::to_string(runs) + " runs");
-  if (watts.size() < runs) gaps.push_back("the power read for " + std::to_string(watts.size()) + " of " + std::to_string(runs) + " runs");
-  if (!watts.empty()) {
-    std::sort(watts.begin(), watts.end());
-    const std::size_t n = watts.size();
-    t.power_w = n % 2 ? watts[n / 2] : 0.5 * (watts[n / 2 - 1] + watts[n / 2]);
-  }
-  for (const std::string& g : gaps) t.device_state_note += (t.device_state_note.empty() ? "" : "; ") + g;
+  const auto gap = [&](const std::vector<double>& read, const char* what) {
+    if (read.size() == runs) return;
+    t.device_state_note += std::string(t.device_state_note.empty() ? "" : "; ") + what + " read for " + std::to_string(read.size()) + " of " + std::to_string(runs) + " runs";
+  };
+  gap(t.sm_clock_mhz, "the SM clock"), gap(t.power_w, "the power");
 }
 
 }  // namespace fc::kernels::cuda

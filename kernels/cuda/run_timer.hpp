@@ -56,39 +56,46 @@ class RunTimer {
     return end();
   }
 
-  // `repeats` timed runs of `run` (time above), with the device's state while they ran: Timing's milliseconds,
-  // sm_clock_mhz (read as each run starts), power_w (the median of the board's power read then) and clock_limits
-  // (device_monitor.hpp).
+  // `repeats` timed runs of `run` (time above), with the device's state as each started (Timing's sm_clock_mhz,
+  // power_w, power_age_ms and clock_limits; device_monitor.hpp).
   template <class F>
   Timing time_each(int repeats, F&& run) {
     Timing t;
-    std::vector<double> watts;
     std::uint64_t limits = 0;
+    sampling_ = true;
     for (int i = 0; i < repeats; ++i) {
-      t.milliseconds.push_back(time(run));
+      last_sample_.reset();
+      try {
+        t.milliseconds.push_back(time(run));
+      } catch (...) {
+        sampling_ = false;
+        throw;
+      }
       if (!last_sample_) continue;
       t.sm_clock_mhz.push_back(last_sample_->sm_clock_mhz), limits |= last_sample_->clock_limits;
-      if (std::isfinite(last_sample_->power_w)) watts.push_back(last_sample_->power_w);
+      if (std::isfinite(last_sample_->power_w)) t.power_w.push_back(last_sample_->power_w), t.power_age_ms.push_back(last_sample_->power_age_ms);
     }
-    describe_device_state(t, watts, limits);
+    sampling_ = false;
+    describe_device_state(t, limits);
     return t;
   }
 
  private:
   void begin();    // the hold, then the start event
-  double end();    // the stop event, the release, the wait; the elapsed time
+  double end();    // the stop event, the release, (in time_each) a sample of the device, the wait; the elapsed time
   void release();  // lets the hold kernel finish
   void abandon();  // a run that threw: the release, then the wait for what it enqueued, so the timer can be reused
   void free_all();
 
-  // Timing's power_w, clock_limits and device_state_note from the runs' samples.
-  void describe_device_state(Timing& t, std::vector<double> watts, std::uint64_t limits) const;
+  // Timing's clock_limits and device_state_note from the runs' samples.
+  void describe_device_state(Timing& t, std::uint64_t limits) const;
 
   std::string who_;
   cudaStream_t stream_;
-  const DeviceMonitor* monitor_;
-  std::optional<DeviceSample> last_sample_;  // (the last timed run's, nothing where it could not be read)
   long long hold_limit_ns_;
+  const DeviceMonitor* monitor_;  // (after the hold limit: a limit out of range is refused before any CUDA or NVML call)
+  bool sampling_ = false;         // time_each's runs: end() samples the monitor
+  std::optional<DeviceSample> last_sample_;  // (the last sampled run's; nothing where it could not be read)
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   volatile int* host_flags_ = nullptr;  // mapped pinned memory: [0] released by the host, [1] the hold gave up
   int* device_flags_ = nullptr;
@@ -102,8 +109,8 @@ template <class F>
 Timing time_runs(const std::string& who, int warmup, double warmup_seconds, int repeats, F&& run) {
   const auto start = std::chrono::steady_clock::now();
   const auto warm_enough = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= warmup_seconds; };
+  RunTimer timer(who, nullptr);  // (first: its set-up, NVML's included, leaves no idle gap between warm-up and timed runs)
   for (int i = 0; i < std::max(1, warmup) || !warm_enough(); ++i) run_kernels(who, "warm-up", run);
-  RunTimer timer(who, nullptr);
   return timer.time_each(repeats, run);
 }
 

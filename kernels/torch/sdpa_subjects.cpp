@@ -163,6 +163,12 @@ class SdpaSubject final : public Subject {
     // r.warmup_seconds have passed, each waited for, as the CUDA subjects' (time_runs) and as the timed runs below are:
     // at the card's power limit the clock settles to the load's duty cycle, and runs queued back to back would leave
     // this subject timed at a clock the others' warm-up did not bring theirs to.
+#if FLASHCHECK_HAVE_CUDA
+    // (the stream held while the host enqueues each run, as for the CUDA subjects: autograd's and the allocator's host
+    // work stays out of the device time; kernels/cuda/run_timer.hpp. Made before the warm-up, as time_runs makes its
+    // own, so that its set-up leaves no idle gap before the timed runs; with the device's clock and power, as theirs.)
+    cuda::RunTimer timer(who, static_cast<cudaStream_t>(stream.native_handle()));
+#endif
     const auto warmup_start = std::chrono::steady_clock::now();
     const auto warm_enough = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - warmup_start).count() >= r.warmup_seconds; };
     for (int i = 0; i < std::max(1, r.warmup) || !warm_enough(); ++i) {
@@ -170,9 +176,6 @@ class SdpaSubject final : public Subject {
       stream.synchronize();
     }
 #if FLASHCHECK_HAVE_CUDA
-    // (the stream held while the host enqueues each run, as for the CUDA subjects: autograd's and the allocator's host
-    // work stays out of the device time; kernels/cuda/run_timer.hpp. With the device's clock and power, as theirs.)
-    cuda::RunTimer timer(who, static_cast<cudaStream_t>(stream.native_handle()));
     return timer.time_each(r.repeats, run);
 #else
     Timing t;

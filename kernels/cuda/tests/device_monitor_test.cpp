@@ -1,6 +1,8 @@
-// DeviceMonitor (device_monitor.hpp): NVML's SM clock, board power and clock-limit reasons, and RunTimer::time_each,
-// which gives the bench each run's clock and the runs' median power. Without NVML or a device the monitor says why and
-// reads nothing (those tests run everywhere); on a GPU machine it must read plausible values (the GPU tests).
+// DeviceMonitor (device_monitor.hpp): NVML's SM clock, GPU power and clock-limit reasons, and RunTimer::time_each,
+// which gives the bench each run's readings. Without NVML or a device the monitor says why, reads nothing and leaves
+// no CUDA error behind (those tests run everywhere); on a GPU machine it must read plausible values (the GPU tests,
+// which tools/gpu-check.sh runs as 16 shards at once: other shards may load the GPU meanwhile, so no test here
+// compares readings taken at two moments).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -28,10 +30,17 @@ TEST(DeviceMonitor, WithoutTheLibraryReadsNothingAndSaysWhy) {
   EXPECT_FALSE(monitor.sample());
 }
 
-TEST(DeviceMonitor, WithoutADeviceSaysSo) {
-  const DeviceMonitor monitor("libnvidia-ml.so.1", "");
+TEST(DeviceMonitor, WithoutADeviceSaysSoAndLeavesNoCudaError) {
+  if (device_unavailable_reason().empty()) GTEST_SKIP() << "a CUDA device is present: this is the machine-without-a-device case (CI)";
+  // The CUDA error state is the same after the monitor's calls as before them: a later launch's check must not find
+  // the monitor's failed cudaGetDevice. (Without a driver at all the runtime's error is sticky, the same before and
+  // after; with a driver but no visible device it is cleared.)
+  (void)cudaGetLastError();
+  const cudaError_t before = cudaPeekAtLastError();
+  const DeviceMonitor& monitor = DeviceMonitor::current();
+  EXPECT_EQ(cudaPeekAtLastError(), before) << cudaGetErrorName(cudaPeekAtLastError()) << " against " << cudaGetErrorName(before);
   EXPECT_FALSE(monitor.available());
-  EXPECT_EQ(monitor.unavailable_reason(), "no CUDA device");
+  EXPECT_NE(monitor.unavailable_reason().find("no CUDA device ("), std::string::npos) << monitor.unavailable_reason();
   EXPECT_FALSE(monitor.sample());
 }
 
@@ -43,8 +52,7 @@ TEST(DeviceMonitor, NamesTheClockLimitsButIdle) {
   EXPECT_EQ(clock_limit_names(std::uint64_t{1} << 40), std::vector<std::string>{"bit 40"});
 }
 
-// Device memory written over and over: load that raises the board's power (1 GiB at a few TB/s is a fraction of a
-// millisecond a pass).
+// Device memory written over and over: load for the GPU (1 GiB at a few TB/s is a fraction of a millisecond a pass).
 struct Load {
   static constexpr std::size_t kBytes = std::size_t{1} << 30;
   void* p = nullptr;
@@ -55,45 +63,60 @@ struct Load {
   }
 };
 
-TEST(DeviceMonitor, ReadsTheClockAndTheEnergyOfTheDevice) {
+// (any SM clock of a CUDA GPU, and any power a data-centre GPU draws, lie well inside these ranges)
+void expect_plausible(const DeviceSample& s) {
+  EXPECT_GT(s.sm_clock_mhz, 100);
+  EXPECT_LT(s.sm_clock_mhz, 5000);
+  EXPECT_GT(s.power_w, 10) << "no instantaneous power (NVML_FI_DEV_POWER_INSTANT)";
+  EXPECT_LT(s.power_w, 2000);
+  // (the driver's reading precedes the sample, by less than the seconds any refresh interval could be)
+  EXPECT_GE(s.power_age_ms, 0);
+  EXPECT_LT(s.power_age_ms, 10'000);
+}
+
+TEST(DeviceMonitor, ReadsTheClockAndThePowerOfTheDevice) {
   REQUIRE_GPU();
   const DeviceMonitor& monitor = DeviceMonitor::current();
   ASSERT_TRUE(monitor.available()) << monitor.unavailable_reason();
-  const auto sample = monitor.sample();
-  ASSERT_TRUE(sample);
-  // (any SM clock of a CUDA GPU lies well inside this range)
-  EXPECT_GT(sample->sm_clock_mhz, 100);
-  EXPECT_LT(sample->sm_clock_mhz, 5000);
-  // RunTimer reads a sample between each timed run's release and its wait: a slow read would leave the device idle
-  // after short runs and so change the duty cycle the power controller sees. A tenth of the bench's shortest runs
-  // (about 0.3 ms) bounds it.
-  const auto read_start = std::chrono::steady_clock::now();
-  constexpr int kReads = 100;
-  for (int i = 0; i < kReads; ++i) ASSERT_TRUE(monitor.sample());
-  const double read_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - read_start).count() / kReads;
-  std::printf("DeviceMonitor: a sample takes %.1f us; SM clock %.0f MHz\n", read_us, sample->sm_clock_mhz);
-  EXPECT_LT(read_us, 30.0);
-  // The power: read idle-ish and again under load, where it must lie in a data-centre GPU's range and above the first.
-  ASSERT_TRUE(std::isfinite(sample->power_w)) << "no instantaneous power (NVML_FI_DEV_POWER_INSTANT)";
   const Load load;
-  std::vector<double> loaded;
+  std::vector<DeviceSample> samples;
   const auto start = std::chrono::steady_clock::now();
   while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 0.3) {
     load.passes(50);
     const auto s = monitor.sample();  // (read while the passes run)
     ASSERT_TRUE(s);
-    loaded.push_back(s->power_w);
+    samples.push_back(*s);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
-  const double most = *std::max_element(loaded.begin(), loaded.end());
-  std::printf("DeviceMonitor: %.0f W before the load, up to %.0f W under it (%zu samples)\n", sample->power_w, most, loaded.size());
-  // (any data-centre GPU draws more than 10 W and less than 2 kW; memsets over 1 GiB raise the draw above the first)
-  EXPECT_GT(sample->power_w, 10);
-  EXPECT_LT(most, 2000);
-  EXPECT_GT(most, sample->power_w);
+  for (const DeviceSample& s : samples) expect_plausible(s);
+  std::printf("DeviceMonitor: %zu samples under load: SM clock %.0f-%.0f MHz, power %.0f-%.0f W, the readings %.0f-%.0f ms old\n", samples.size(),
+              std::min_element(samples.begin(), samples.end(), [](auto& a, auto& b) { return a.sm_clock_mhz < b.sm_clock_mhz; })->sm_clock_mhz,
+              std::max_element(samples.begin(), samples.end(), [](auto& a, auto& b) { return a.sm_clock_mhz < b.sm_clock_mhz; })->sm_clock_mhz,
+              std::min_element(samples.begin(), samples.end(), [](auto& a, auto& b) { return a.power_w < b.power_w; })->power_w,
+              std::max_element(samples.begin(), samples.end(), [](auto& a, auto& b) { return a.power_w < b.power_w; })->power_w,
+              std::min_element(samples.begin(), samples.end(), [](auto& a, auto& b) { return a.power_age_ms < b.power_age_ms; })->power_age_ms,
+              std::max_element(samples.begin(), samples.end(), [](auto& a, auto& b) { return a.power_age_ms < b.power_age_ms; })->power_age_ms);
 }
 
-TEST(RunTimer, TimeEachGivesEveryRunsClockAndThePowerOfTheRuns) {
+TEST(DeviceMonitor, ASampleCostsMicroseconds) {
+  REQUIRE_GPU();
+  const DeviceMonitor& monitor = DeviceMonitor::current();
+  ASSERT_TRUE(monitor.available()) << monitor.unavailable_reason();
+  // RunTimer reads a sample between each timed run's release and its wait: a slow one would leave the device idle
+  // after the shortest runs (about 0.07 ms: the causal forward at N = 1024) and so change the duty cycle the power
+  // controller sees. The fastest of 5 batches of 20, against a tenth of those runs (CPU contention from other shards
+  // can slow one batch, not all).
+  double fastest_us = 1e9;
+  for (int batch = 0; batch < 5; ++batch) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(monitor.sample());
+    fastest_us = std::min(fastest_us, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / 20);
+  }
+  std::printf("DeviceMonitor: a sample takes %.1f us\n", fastest_us);
+  EXPECT_LT(fastest_us, 7.0);
+}
+
+TEST(RunTimer, TimeEachReadsTheDeviceAsEveryRunStarts) {
   REQUIRE_GPU();
   const Load load;
   RunTimer timer("test", nullptr);
@@ -101,16 +124,16 @@ TEST(RunTimer, TimeEachGivesEveryRunsClockAndThePowerOfTheRuns) {
   (void)timer.time(run);
   const Timing t = timer.time_each(5, run);
   ASSERT_EQ(t.milliseconds.size(), 5u);
-  ASSERT_EQ(t.sm_clock_mhz.size(), 5u) << t.device_state_note;
-  std::printf("time_each: runs of %.2f ms at %.0f MHz, %.0f W (%s)\n", t.milliseconds[0], t.sm_clock_mhz[0], t.power_w, t.device_state_note.c_str());
-  for (double mhz : t.sm_clock_mhz) {
-    EXPECT_GT(mhz, 100);
-    EXPECT_LT(mhz, 5000);
-  }
   EXPECT_EQ(t.device_state_note, "");  // (every run's clock and power read)
-  EXPECT_GT(t.power_w, 10);
-  EXPECT_LT(t.power_w, 2000);
-  for (const std::string& limit : t.clock_limits) EXPECT_FALSE(limit.empty());
+  ASSERT_EQ(t.sm_clock_mhz.size(), 5u);
+  ASSERT_EQ(t.power_w.size(), 5u);
+  ASSERT_EQ(t.power_age_ms.size(), 5u);
+  for (std::size_t i = 0; i < 5; ++i) {
+    DeviceSample s;
+    s.sm_clock_mhz = t.sm_clock_mhz[i], s.power_w = t.power_w[i], s.power_age_ms = t.power_age_ms[i];
+    expect_plausible(s);
+  }
+  std::printf("time_each: runs of %.2f ms at %.0f MHz, %.0f W read %.0f ms before\n", t.milliseconds[0], t.sm_clock_mhz[0], t.power_w[0], t.power_age_ms[0]);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@ panel per op (rows) and head dim x mask (columns); PyTorch's SDPA backends dashe
 each of our subjects' speed relative to a baseline measured in the same run: torch.sdpa.cudnn where it was
 measured (the reference of `flashcheck bench`'s table and of the issues' goals), else torch.sdpa.flash."""
 
+import math
+
 from ..records import number
 from ..style import Figure, finish_panel, ordered, panel_grid, plain_ticks, save, subject_color
 from .common import series, x_of
@@ -15,9 +17,11 @@ def _tflops(r):
     return number(r["metrics"]["tflops"])
 
 
-def _metric(r, name):
-    """A metric older records lack (the SM clock, the power): NaN where absent."""
-    return number(r["metrics"].get(name, "nan"))
+def _whole(r, name):
+    """A metric older records lack (the SM clock, the power), rounded to a whole number (MHz and W: the summary's three
+    significant digits would hide the 15 MHz steps the clocks move in); NaN where absent."""
+    x = number(r["metrics"].get(name, "nan"))
+    return x if math.isnan(x) else int(round(x))
 
 
 def draw(records, out_dir):
@@ -37,7 +41,7 @@ def draw(records, out_dir):
                 for x, r in points:
                     table.append({"op": op, "dtype": dtype, "d": d, "mask": mask, "N": x, "subject": subject,
                                   "TFLOP/s": _tflops(r), "median ms": number(r["metrics"]["median_ms"]),
-                                  "SM MHz": _metric(r, "sm_clock_mhz"), "W": _metric(r, "power_w")})
+                                  "SM MHz": _whole(r, "sm_clock_mhz"), "W": _whole(r, "power_w")})
             ax.set_xscale("log", base=2)
             plain_ticks(ax, [x_of(r) for r in cell])
             ax.set_xlabel("sequence length N")
@@ -67,7 +71,7 @@ def draw(records, out_dir):
             # (with both SM clocks read, also the ratio per clock: at a power limit the clock differs from kernel to
             # kernel, and the work a clock does is the kernel's own part; kernels/cuda/device_monitor.hpp)
             text = f"{rate / base:.2f}x"
-            if mhz > 0 and base_mhz > 0:
+            if mhz == mhz and base_mhz == base_mhz and mhz > 0 and base_mhz > 0:  # (NaN where a clock was not read)
                 text += f" ({rate / mhz / (base / base_mhz):.2f}x per clock, {mhz:.0f} against {base_mhz:.0f} MHz)"
             return text
         ours = ", ".join(f"{s} {ratio(v, mhz)}" for s, (v, mhz) in sorted(points.items()) if s.startswith("cuda."))
