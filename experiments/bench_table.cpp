@@ -88,11 +88,10 @@ double bench_median(std::vector<double> values) {
   return n == 0 ? NAN : n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-void BenchDeviceState::add_round(const std::vector<double>& clocks, const std::vector<double>& powers, const std::vector<double>& power_ages,
-                                 const std::vector<std::string>& round_limits, const std::string& round_note) {
+void BenchDeviceState::add_round(const std::vector<double>& clocks, const std::vector<double>& powers, const std::vector<std::string>& round_limits,
+                                 const std::string& round_note) {
   clocks_mhz.insert(clocks_mhz.end(), clocks.begin(), clocks.end());
   powers_w.insert(powers_w.end(), powers.begin(), powers.end());
-  power_ages_ms.insert(power_ages_ms.end(), power_ages.begin(), power_ages.end());
   limits.insert(limits.end(), round_limits.begin(), round_limits.end());
   std::sort(limits.begin(), limits.end());
   limits.erase(std::unique(limits.begin(), limits.end()), limits.end());

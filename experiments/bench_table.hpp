@@ -40,17 +40,16 @@ std::vector<std::size_t> bench_round_order(std::size_t subjects, int round);
 double bench_median(std::vector<double> values);
 
 // The device's state over one subject's rounds of one op, pooled from each round's kernels::Timing (sm_clock_mhz,
-// power_w, power_age_ms, clock_limits, device_state_note; kernels/cuda/device_monitor.hpp says what a reading means).
+// power_w, clock_limits, device_state_note; kernels/cuda/device_monitor.hpp says what a reading means).
 struct BenchDeviceState {
-  std::vector<double> clocks_mhz, powers_w, power_ages_ms;  // every timed run's readings, over the rounds
+  std::vector<double> clocks_mhz, powers_w;  // every timed run's readings, over the rounds
   std::vector<std::string> limits;                           // the clock-limit reasons any round saw, sorted, each once
   std::string note;                                          // why a reading is missing (the first round that lacked one)
 
-  void add_round(const std::vector<double>& clocks, const std::vector<double>& powers, const std::vector<double>& power_ages,
-                 const std::vector<std::string>& round_limits, const std::string& round_note);
+  void add_round(const std::vector<double>& clocks, const std::vector<double>& powers, const std::vector<std::string>& round_limits,
+                 const std::string& round_note);
   double sm_clock_mhz() const { return bench_median(clocks_mhz); }   // NaN for none
   double power_w() const { return bench_median(powers_w); }          // NaN for none
-  double power_age_ms() const { return bench_median(power_ages_ms); }  // NaN for none
   // For the bench's point lines: "1725 MHz, 690 W, power cap", the parts that were read; "" for none.
   std::string text() const;
 };

@@ -149,10 +149,10 @@ struct Timing {
   std::vector<double> milliseconds;  // one per repeat (device events around each run; the CUDA and SDPA subjects hold the stream until the run is enqueued, kernels/cuda/run_timer.hpp)
   double device_bytes = 0;           // device memory the measured op held (inputs, outputs, workspace)
   // The device's state as each timed run started (kernels/cuda/device_monitor.hpp says why the bench wants it and what
-  // a reading means): the SM clock, NVML's latest GPU power reading and its age, one each per run where read, and the
+  // a reading means): the SM clock and NVML's latest GPU power reading, one each per run where read, and the
   // clock-limit reasons any sample showed ("power cap", ...). Shorter than `milliseconds` (empty without NVML) where a
   // reading failed, and device_state_note then says why.
-  std::vector<double> sm_clock_mhz, power_w, power_age_ms;
+  std::vector<double> sm_clock_mhz, power_w;
   std::vector<std::string> clock_limits;
   std::string device_state_note;
 };

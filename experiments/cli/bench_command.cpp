@@ -199,7 +199,7 @@ int run(const Request& req) {
                 timed_any = true;
                 const auto [lo, hi] = std::minmax_element(t->milliseconds.begin(), t->milliseconds.end());
                 o.lo = std::min(o.lo, *lo), o.hi = std::max(o.hi, *hi), o.device_bytes = t->device_bytes;
-                o.state.add_round(t->sm_clock_mhz, t->power_w, t->power_age_ms, t->clock_limits, t->device_state_note);
+                o.state.add_round(t->sm_clock_mhz, t->power_w, t->clock_limits, t->device_state_note);
               }
             }
           }
@@ -252,7 +252,6 @@ int run(const Request& req) {
               // divides TFLOP/s by the clock for the work a clock does, apart from the clock the power limit leaves)
               j["metrics"]["sm_clock_mhz"] = experiments::number(o.state.sm_clock_mhz());
               j["metrics"]["power_w"] = experiments::number(o.state.power_w());
-              j["metrics"]["power_reading_age_ms"] = experiments::number(o.state.power_age_ms());
               j["clock_limits"] = o.state.limits;
               if (!o.state.note.empty()) j["device_state_note"] = o.state.note;
               j["verdict"] = "measured";

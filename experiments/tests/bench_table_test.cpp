@@ -119,12 +119,11 @@ TEST(BenchRounds, TakeTheMedianOfTheRoundsMedians) {
 
 TEST(BenchDeviceState, PoolsEveryRunsReadingsOverTheRounds) {
   BenchDeviceState state;
-  state.add_round({1700, 1720}, {690, 700}, {20, 40}, {"power cap"}, "");
-  state.add_round({1740}, {680}, {30}, {"power cap", "thermal (software)"}, "");
-  state.add_round({1730}, {}, {}, {}, "the power read for 0 of 1 runs");
+  state.add_round({1700, 1720}, {690, 700}, {"power cap"}, "");
+  state.add_round({1740}, {680}, {"power cap", "thermal (software)"}, "");
+  state.add_round({1730}, {}, {}, "the power read for 0 of 1 runs");
   EXPECT_EQ(state.sm_clock_mhz(), 1725);  // (the median of the four runs' clocks)
   EXPECT_EQ(state.power_w(), 690);        // (the median of the three runs' powers)
-  EXPECT_EQ(state.power_age_ms(), 30);
   EXPECT_EQ(state.limits, (std::vector<std::string>{"power cap", "thermal (software)"}));
   EXPECT_EQ(state.note, "the power read for 0 of 1 runs");
   EXPECT_EQ(state.text(), "1725 MHz, 690 W, power cap, thermal (software)");
@@ -132,15 +131,15 @@ TEST(BenchDeviceState, PoolsEveryRunsReadingsOverTheRounds) {
 
 TEST(BenchDeviceState, ShowsOnlyWhatWasReadAndKeepsTheFirstReasonForWhatWasNot) {
   BenchDeviceState none;
-  none.add_round({}, {}, {}, {}, "no clock or power readings: no CUDA device (cudaErrorNoDevice)");
-  none.add_round({}, {}, {}, {}, "another reason");
+  none.add_round({}, {}, {}, "no clock or power readings: no CUDA device (cudaErrorNoDevice)");
+  none.add_round({}, {}, {}, "another reason");
   EXPECT_EQ(none.text(), "");
   EXPECT_TRUE(std::isnan(none.sm_clock_mhz()));
   EXPECT_TRUE(std::isnan(none.power_w()));
   EXPECT_EQ(none.note, "no clock or power readings: no CUDA device (cudaErrorNoDevice)");
 
   BenchDeviceState clocks_only;  // (a driver without the instantaneous power field: the clock alone)
-  clocks_only.add_round({1755}, {}, {}, {}, "the power read for 0 of 1 runs");
+  clocks_only.add_round({1755}, {}, {}, "the power read for 0 of 1 runs");
   EXPECT_EQ(clocks_only.text(), "1755 MHz");
 }
 

@@ -6,10 +6,10 @@
 // kernel's power draw leaves it. So RunTimer::time_each (run_timer.hpp) samples the monitor as each timed run starts.
 //
 // What a sample holds. The SM clock is the one the power controller has set, which moves on a scale of milliseconds.
-// The power is NVML's latest instantaneous reading (field NVML_FI_DEV_POWER_INSTANT) with its age: the driver
-// refreshes it only every so often, so it trails the load (on the H200, 5 runs of 12 ms right after idle read about
-// 123 W) and describes a run only after sustained load of the same kind: the bench's warm-up of 0.5 s or more a
-// subject. The other power sources are coarser still: the plain power query averages over the last second on Ampere
+// The power is NVML's latest "instantaneous" reading (field NVML_FI_DEV_POWER_INSTANT). It trails the load: on the
+// H200, 5 runs of 12 ms right after idle read about 123 W, and under steady load the reading climbed from 130 to 600 W
+// over 0.3 s. So it describes a run only after sustained load of the same kind: the bench's warm-up of 0.5 s or more
+// a subject. The other power sources are coarser still: the plain power query averages over the last second on Ampere
 // and later, and the energy counter advances in steps (a window of 18 ms of runs read 0 J or about 66 J).
 //
 // NVML is opened at run time (dlopen of libnvidia-ml.so.1, installed with the driver), so nothing links against it
@@ -28,7 +28,6 @@ namespace fc::kernels::cuda {
 struct DeviceSample {
   double sm_clock_mhz = 0;
   double power_w = std::numeric_limits<double>::quiet_NaN();         // NVML's latest GPU power reading; NaN where refused
-  double power_age_ms = std::numeric_limits<double>::quiet_NaN();    // how long before the sample the driver took it
   std::uint64_t clock_limits = 0;                                     // NVML's clock event reasons at the sample (clock_limit_names)
 };
 

@@ -57,7 +57,7 @@ class RunTimer {
   }
 
   // `repeats` timed runs of `run` (time above), with the device's state as each started (Timing's sm_clock_mhz,
-  // power_w, power_age_ms and clock_limits; device_monitor.hpp).
+  // power_w and clock_limits; device_monitor.hpp).
   template <class F>
   Timing time_each(int repeats, F&& run) {
     Timing t;
@@ -73,7 +73,7 @@ class RunTimer {
       }
       if (!last_sample_) continue;
       t.sm_clock_mhz.push_back(last_sample_->sm_clock_mhz), limits |= last_sample_->clock_limits;
-      if (std::isfinite(last_sample_->power_w)) t.power_w.push_back(last_sample_->power_w), t.power_age_ms.push_back(last_sample_->power_age_ms);
+      if (std::isfinite(last_sample_->power_w)) t.power_w.push_back(last_sample_->power_w);
     }
     sampling_ = false;
     describe_device_state(t, limits);
@@ -107,9 +107,9 @@ class RunTimer {
 // CUDA subjects launch on the legacy default stream.
 template <class F>
 Timing time_runs(const std::string& who, int warmup, double warmup_seconds, int repeats, F&& run) {
+  RunTimer timer(who, nullptr);  // (first: its set-up, NVML's included, leaves no idle gap between warm-up and timed runs)
   const auto start = std::chrono::steady_clock::now();
   const auto warm_enough = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= warmup_seconds; };
-  RunTimer timer(who, nullptr);  // (first: its set-up, NVML's included, leaves no idle gap between warm-up and timed runs)
   for (int i = 0; i < std::max(1, warmup) || !warm_enough(); ++i) run_kernels(who, "warm-up", run);
   return timer.time_each(repeats, run);
 }

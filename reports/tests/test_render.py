@@ -148,7 +148,7 @@ def test_bench_gives_the_ratio_per_clock_where_both_clocks_were_read(tmp_path):
                    mask="none", shape={"B": 4, "Hq": 16, "Hkv": 16, "Nq": 4096, "Nk": 4096, "d": 128, "dv": 128},
                    x={"name": "N", "value": 4096}, method="device events",
                    metrics={"median_ms": 1.0, "min_ms": 1.0, "max_ms": 1.0, "flops": 1e12, "tflops": rate, "device_bytes": 0,
-                            "sm_clock_mhz": mhz, "power_w": 690.4, "power_reading_age_ms": 20.0})
+                            "sm_clock_mhz": mhz, "power_w": 690.4})
             for s, rate, mhz in (("torch.sdpa.cudnn", 500.0, 1800.0), ("cuda.fa3", 450.0, 1700.0))]
     write_jsonl(tmp_path / "r" / "bench.jsonl", recs)
     bench = figure(render([tmp_path / "r"], tmp_path / "out"), "bench")
