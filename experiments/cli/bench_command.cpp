@@ -10,8 +10,9 @@
 // TFLOP/s from EQUATIONS.md's counts: forward 4 N^2 d B H, backward 10 N^2 d B H (2.5x), fwd+bwd 14,
 // halved for causal. fwd+bwd is the sum of the fwd and bwd medians. Records: DIR/bench.jsonl
 // (experiment "bench"), drawn by the report. Last, the side-by-side table: every subject against --baseline
-// (default torch.sdpa.cudnn) measured in the same run. Each point's line also gives, per op, the SM clock, the board's
-// power and the clock-limit reasons while the timed runs ran (kernels/cuda/device_monitor.hpp), where they can be read.
+// (default torch.sdpa.cudnn) measured in the same run. Each point's line also gives, per op, the medians of the SM clock
+// and of the GPU power read as each timed run started, and the clock-limit reasons seen (kernels/cuda/device_monitor.hpp
+// says what a reading means), where they can be read.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
