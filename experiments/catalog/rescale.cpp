@@ -50,7 +50,10 @@ Experiment rescale_experiment() {
                         if (k.name == "rescales") rescales = k.value;
                       }
                       const double rows = static_cast<double>(c.shape.batch) * c.shape.heads_q * c.shape.seq_q;
-                      const std::string block_k = s->info().option_value("block_k");
+                      // (cpu.fa4 tiles its keys by block_k_large_d above d = 128, as cuda.fa4 does at 256)
+                      const std::string large_d = s->info().option_value("block_k_large_d");
+                      const bool large = c.shape.head_dim > 128 && !large_d.empty() && large_d != "0";
+                      const std::string block_k = large ? large_d : s->info().option_value("block_k");
                       const double tiles = block_k.empty() ? 1 : std::ceil(c.shape.seq_k / std::stod(block_k));
                       for (auto& r : records) {
                         r["counters"] = {{"rescales", rescales}};

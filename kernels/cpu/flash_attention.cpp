@@ -248,6 +248,10 @@ class FlashSubject final : public Subject {
         const int v = std::stoi(value);
         if (v < 1 || v > 1024) throw std::invalid_argument("a tile size in 1..1024");
         (name == "block_q" ? o_.block_q : o_.block_k) = v;
+      } else if (name == "block_k_large_d") {
+        const int v = std::stoi(value);
+        if (v < 0 || v > 1024) throw std::invalid_argument("a tile size in 1..1024, or 0 (block_k)");
+        o_.block_k_large_d = v;
       } else if (name == "tau") {
         const double v = std::stod(value);
         if (!(v >= 0 && v <= 30)) throw std::invalid_argument("a threshold in [0, 30] (log2 units)");
@@ -274,8 +278,8 @@ class FlashSubject final : public Subject {
     for (auto [t, what] : {std::pair{&c.q, "Q"}, std::pair{&c.k, "K"}, std::pair{&c.v, "V"}}) require_finite(*t, info_.name, what);
     if (o_.fp8_scaled) {
       require_scaled_e4m3(c.q, o_.block_q, "Q");
-      require_scaled_e4m3(c.k, o_.block_k, "K");
-      require_scaled_e4m3(c.v, o_.block_k, "V");
+      require_scaled_e4m3(c.k, options_at(c.shape.head_dim).block_k, "K");
+      require_scaled_e4m3(c.v, options_at(c.shape.head_dim).block_k, "V");
     }
     if (op == Op::bwd) require_finite(c.dout, info_.name, "dO");
     counters_.clear();
@@ -289,9 +293,15 @@ class FlashSubject final : public Subject {
   }
 
  private:
+  // The options a call at head dim d runs with: block_k_large_d's tile above d = 128.
+  FlashOptions options_at(int head_dim) const {
+    FlashOptions o = o_;
+    if (head_dim > 128 && o.block_k_large_d > 0) o.block_k = o.block_k_large_d;
+    return o;
+  }
   template <class A>
   void dispatch(Op op, const AttentionCall& c) {
-    Flash<A> f(c, o_);
+    Flash<A> f(c, options_at(c.shape.head_dim));
     if (op == Op::fwd) {
       f.forward(counters_);
     } else {
@@ -328,6 +338,7 @@ class FlashSubject final : public Subject {
     if (o_.fp8) info_.formats = o_.fp8_scaled ? std::vector<Format>{Format::fp32, Format::bf16, Format::fp16} : std::vector<Format>{Format::e4m3};
     info_.options = {{"block_q", std::to_string(o_.block_q), "query rows per tile"},
                      {"block_k", std::to_string(o_.block_k), "keys per tile"},
+                     {"block_k_large_d", std::to_string(o_.block_k_large_d), "keys per tile at head dims above 128 (0: block_k)"},
                      {"tau", std::to_string(o_.rescale_threshold), "rescale only when the running max grows by at least this (log2 units); 0: always (FA2)"},
                      {"exp2_fraction", std::to_string(o_.exp2_fraction), "share of exponentials computed by the cubic emulation"}};
     if (o_.fp8) {
@@ -368,14 +379,14 @@ std::unique_ptr<Subject> make_cpu_fa3_fp8() {
 
 std::unique_ptr<Subject> make_cpu_fa4() {
   FlashOptions o;
-  o.block_q = 128, o.block_k = 128, o.rescale_threshold = 8;
+  o.block_q = 128, o.block_k = 128, o.rescale_threshold = 8, o.block_k_large_d = 64;  // (cuda.fa4's tiles: 64 keys at d = 256)
   return std::make_unique<FlashSubject>("cpu.fa4", "FA2 with FA4's selective rescaling (tau = 8): rescale only when the max grows by >= tau; counts rescales",
                                         o, std::vector<Format>{Format::bf16, Format::fp16, Format::fp32, Format::fp64});
 }
 
 std::unique_ptr<Subject> make_cpu_fa4_emulated() {
   FlashOptions o;
-  o.block_q = 128, o.block_k = 128, o.rescale_threshold = 8, o.exp2_fraction = 0.5;
+  o.block_q = 128, o.block_k = 128, o.rescale_threshold = 8, o.exp2_fraction = 0.5, o.block_k_large_d = 64;
   // The cubic's 7.5e-5 relative error is 0.15 u of fp16 but 2^10 u of fp32: 16-bit formats only.
   return std::make_unique<FlashSubject>("cpu.fa4.emulated", "cpu.fa4 with half the exponentials by FA4's cubic exp2 emulation (bf16, fp16)", o,
                                         std::vector<Format>{Format::bf16, Format::fp16});

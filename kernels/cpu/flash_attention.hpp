@@ -44,6 +44,7 @@ namespace fc::kernels::cpu {
 struct FlashOptions {
   int block_q = 128;               // query rows per tile (FA2's CUDA forward: 128)
   int block_k = 64;                // keys per tile (FA2's CUDA forward at d <= 128: 64)
+  int block_k_large_d = 0;         // keys per tile at d > 128 (0: block_k): cpu.fa4's 64, cuda.fa4's tile at d = 256
   double rescale_threshold = 0;    // tau in log2 units: 0 is FA2 (rescale whenever the max grows)
   double exp2_fraction = 0;        // share of exponentials by the cubic emulation (in eighths: columns (j / 8) % 8 < round(8 f))
   bool fp8 = false;                // FP8 forward: P in e4m3 before P V (cpu.fa3.fp8)

@@ -497,10 +497,10 @@ class CudaFa4 final : public CudaAttentionSubject {
                         "FA4-style forward on Hopper: cuda.fa3's pipeline (TMA ring, producer warpgroup, two consumer warpgroups (three at d = 64 with the grid scheduler) taking "
                         "turns, Q K^T of the next tile issued with P V) with selective rescaling (the running max raised only when a "
                         "tile's max exceeds it by tau; rescales counted) and the cubic exp2 emulation on a share of the exponentials; "
-                        "bf16 and fp16, d = 64 and 128; fwd only");
+                        "bf16 and fp16, d = 64, 128 and 256 (two groups, key tiles of 64, the grid scheduler at 256); fwd only");
     info_.ops = {Op::fwd};
     info_.formats = {Format::bf16, Format::fp16};
-    info_.head_dims = {64, 128};
+    info_.max_head_dim = 256;
     refresh_options();
   }
   void set_option(const std::string& name, const std::string& value) override {
@@ -561,10 +561,12 @@ class CudaFa4 final : public CudaAttentionSubject {
 
  private:
   void refresh_options() {
+    // (d = 256 runs the grid scheduler only: fa4_forward)
+    info_.head_dims = scheduler_ == "persistent" ? std::vector<int>{64, 128} : std::vector<int>{64, 128, 256};
     info_.options = {{"tau", std::to_string(tau_), "rescale only when the running max grows by at least this (log2 units); 0: always (FA2)"},
                      {"exp2_fraction", fa4_.emulated_eighths == 0 ? "0" : fa4_.emulated_eighths == 1 ? "0.125" : "0.5",
                       "share of the exponentials by the cubic exp2 emulation on the FMA pipes: 0, 0.125 or 0.5"},
-                     {"scheduler", scheduler_, kSchedulerHelp},
+                     {"scheduler", scheduler_, std::string(kSchedulerHelp) + ". At d = 256 the grid only (the subject then offers d = 64 and 128 with persistent)"},
                      {"epilogue", fa4_.epilogue == Fa3Epilogue::stores ? "stores" : "automatic", "automatic: the forward stores O through shared memory and one TMA store per 64-column box (FA3's epilogue) where O is "
                       "rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"}};
   }

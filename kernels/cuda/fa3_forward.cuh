@@ -47,10 +47,11 @@ template <int Rows>
 constexpr unsigned kv_box_bytes = Rows * 128;
 constexpr unsigned kQBox = kv_box_bytes<kGroupRows>, kKVBox = kv_box_bytes<kBlockN>;
 
-// The element type T (__nv_bfloat16 or __half) and head dim D (64 or 128) of a kernel: D / 64 boxes along d.
+// The element type T (__nv_bfloat16 or __half) and head dim D (64, 128, or 256 in cuda.fa4's forward) of a kernel: D / 64
+// boxes along d.
 template <class T, int D>
 struct Tiles {
-  static_assert(D == 64 || D == 128, "head dim 64 or 128");
+  static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
   static constexpr bool kFp16 = std::is_same_v<T, __half>;
   static constexpr int kHalves = D / 64;
   static constexpr unsigned kQBytes = kHalves * kQBox;      // one warpgroup's Q
@@ -88,11 +89,11 @@ __device__ inline RowTileWalk row_tiles_seeing(const AttentionShapeParams& s, in
   return {first_tile, per_head, per_head * (s.heads_q / s.heads_kv)};
 }
 
-// S = Q K^T for the warpgroup's 64 rows and a tile of BlockN keys (128 or 176): D / 16 k16 steps, 4 per 64-wide box
-// of d. Issued and committed as one group; the caller waits for it.
+// S = Q K^T for the warpgroup's 64 rows and a tile of BlockN keys (128, 176, or 64 at d = 256): D / 16 k16 steps, 4
+// per 64-wide box of d. Issued and committed as one group; the caller waits for it.
 template <class T, int D, int BlockN = kBlockN>
 __device__ inline void issue_qk(float (&sc)[BlockN / 8][4], const unsigned char* sQ, const unsigned char* sK) {
-  static_assert(BlockN == 128 || BlockN == 176, "key tiles of 128 or 176");
+  static_assert(BlockN == 128 || BlockN == 176 || BlockN == 64, "key tiles of 128, 176 or 64");
   wgmma_fence();
 #pragma unroll
   for (int k = 0; k < D / 16; ++k) {
@@ -100,6 +101,8 @@ __device__ inline void issue_qk(float (&sc)[BlockN / 8][4], const unsigned char*
     const std::uint64_t b = wgmma_descriptor_advance(wgmma_descriptor_sw128(sK + (k / 4) * kv_box_bytes<BlockN>), k % 4);
     if constexpr (BlockN == 128) {
       wgmma_m64n128k16_ss<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[64]>(sc), a, b, k > 0);
+    } else if constexpr (BlockN == 64) {
+      wgmma_m64n64k16_ss<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[32]>(sc), a, b, k > 0);
     } else {
       wgmma_m64n176k16_ss<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[88]>(sc), a, b, k > 0);
     }
@@ -141,7 +144,9 @@ template <class T, int D, int Steps>
 __device__ inline void mma_rs_mn_b(float (&acc)[D / 8][4], const std::uint32_t (&a)[Steps][4], std::uint64_t b) {
 #pragma unroll
   for (int kk = 0; kk < Steps; ++kk) {
-    if constexpr (D == 128) {
+    if constexpr (D == 256) {
+      wgmma_m64n256k16_rs_tn<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[128]>(acc), a[kk], wgmma_descriptor_advance_mn(b, kk), 1);
+    } else if constexpr (D == 128) {
       wgmma_m64n128k16_rs_tn<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[64]>(acc), a[kk], wgmma_descriptor_advance_mn(b, kk), 1);
     } else {
       wgmma_m64n64k16_rs_tn<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[32]>(acc), a[kk], wgmma_descriptor_advance_mn(b, kk), 1);
@@ -480,13 +485,16 @@ __device__ inline CtaTile cta_tile() {
 
 
 // --- 16-bit operands ---------------------------------------------------------------------------------------
-// Key tiles of BlockN: 128, or 176 (cuda.fa3's key_tile=176; K and V maps with boxes of 176 rows). PShared (d = 128,
+// Key tiles of BlockN: 128, or 176 (cuda.fa3's key_tile=176; K and V maps with boxes of 176 rows), or 64 at d = 256
+// (cuda.fa4's tile there: O takes 128 of a consumer's 240 registers, S and P of 64 keys 48 more; 128 keys would not fit,
+// nor would their K and V tiles fit two stages of shared memory beside Q). PShared (d = 128,
 // 128 keys): P goes to a tile of the group's in shared memory (store_p_tile) and P V reads it from there, so P holds no
 // registers while the next S is computed: what lets three consumer groups of 160 registers hold O and S at d = 128
 // (schedule ws_overlap_pingpong_3groups_p_shared).
 template <class T, int D, int BlockN = kBlockN, bool PShared = false>
 struct Wide16Ops {
   static_assert(!PShared || (D == 128 && BlockN == fa3::kBlockN), "P in shared memory: d = 128, tiles of 128 keys (two boxes of 64)");
+  static_assert(D < 256 || BlockN == 64, "d = 256: key tiles of 64");
   using Out = T;
   static constexpr int kD = D;
   static constexpr int kBlockN = BlockN;

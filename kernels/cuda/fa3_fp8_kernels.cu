@@ -105,19 +105,18 @@ static_assert(fp8_order_keeps_each_16(), "the V^T gather's constant row offsets"
 
 __device__ inline int vt_stage_offset(int r, int c) { return r * 128 + (((c >> 4) + (r >> 4)) & 7) * 16 + (c & 15); }
 
-__global__ void __launch_bounds__(kPrepThreads) transpose_v_e4m3_kernel(const Strided v, int heads, int keys, int dim, int vt_keys, std::uint8_t* vt) {
-  const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  __shared__ alignas(16) std::uint8_t t[kBlockN * 128];
-  const auto* src = static_cast<const std::uint8_t*>(v.data) + b * v.batch + h * v.head;
-  const int vectors = dim / 16;
+// The columns span0 .. span0 + span - 1 (span <= 128, a multiple of 16) of one tile, staged in t (128 keys x 128 bytes).
+__device__ inline void transpose_v_span(const std::uint8_t* src, std::int64_t row_stride, int tile, int keys, int span0, int span, int vt_keys, std::uint8_t* t,
+                                        std::uint8_t* dst_head) {
+  const int vectors = span / 16;
   for (int i = threadIdx.x; i < kBlockN * vectors; i += kPrepThreads) {
     const int r = i / vectors, c = 16 * (i % vectors), key = tile * kBlockN + r;
     *reinterpret_cast<uint4*>(&t[vt_stage_offset(r, c)]) =
-        key < keys ? *reinterpret_cast<const uint4*>(src + static_cast<std::int64_t>(key) * v.row + c) : make_uint4(0, 0, 0, 0);
+        key < keys ? *reinterpret_cast<const uint4*>(src + static_cast<std::int64_t>(key) * row_stride + span0 + c) : make_uint4(0, 0, 0, 0);
   }
   __syncthreads();
-  std::uint8_t* dst = vt + (static_cast<std::int64_t>(b) * heads + h) * dim * vt_keys + tile * kBlockN;
-  for (int i = threadIdx.x; i < dim * (kBlockN / 16); i += kPrepThreads) {
+  std::uint8_t* dst = dst_head + static_cast<std::int64_t>(span0) * vt_keys + tile * kBlockN;
+  for (int i = threadIdx.x; i < span * (kBlockN / 16); i += kPrepThreads) {
     const int c = i / (kBlockN / 16), slot0 = 16 * (i % (kBlockN / 16));
     const std::uint8_t* column = t + vt_stage_offset(slot0, c);  // (rows slot0 .. slot0 + 15 share the chunk rotation)
     std::uint32_t w[4];
@@ -128,6 +127,18 @@ __global__ void __launch_bounds__(kPrepThreads) transpose_v_e4m3_kernel(const St
       for (int k = 0; k < 4; ++k) w[q] |= static_cast<std::uint32_t>(column[128 * fp8_key_of_slot(4 * q + k)]) << (8 * k);
     }
     *reinterpret_cast<uint4*>(dst + static_cast<std::int64_t>(c) * vt_keys + slot0) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+// (d > 128: the CTA transposes d's bytes in spans of 128, the staging tile's width, one after the other)
+__global__ void __launch_bounds__(kPrepThreads) transpose_v_e4m3_kernel(const Strided v, int heads, int keys, int dim, int vt_keys, std::uint8_t* vt) {
+  const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  __shared__ alignas(16) std::uint8_t t[kBlockN * 128];
+  const auto* src = static_cast<const std::uint8_t*>(v.data) + b * v.batch + h * v.head;
+  std::uint8_t* dst_head = vt + (static_cast<std::int64_t>(b) * heads + h) * dim * vt_keys;
+  for (int span0 = 0; span0 < dim; span0 += 128) {
+    if (span0 > 0) __syncthreads();  // (every gather of the previous span has read the staging tile)
+    transpose_v_span(src, v.row, tile, keys, span0, min(128, dim - span0), vt_keys, t, dst_head);
   }
 }
 
@@ -155,7 +166,7 @@ void launch_fp8(const Fp8TensorMaps& m, const WorkTiles& work, const ForwardPara
   using Layout = WsLayout<kGroups>;
   constexpr std::size_t bytes = ws_smem_bytes<Ops, kStages, Persistent, kGroups>();
   static_assert(bytes <= kSm90SharedBytesPerBlock, "cuda.fa3.fp8: shared memory beyond sm_90's 227 KiB per block");
-  static_assert(!PShared || kOStagingFits<Ops>, "P's tile and Q's hold O's staging boxes (fa3_fp8_o_by_tma's rule)");
+  static_assert(!PShared || D == 256 || kOStagingFits<Ops>, "P's tile and Q's hold O's staging boxes (fa3_fp8_o_by_tma's rule; not at d = 256)");
   static_assert(Turns || PShared, "without turns: P in shared memory only (fa3_fp8_takes_turns' rule)");
   static_assert(!Persistent || (PShared && !Turns && !VInKernel), "persistent: fa3_fp8_persistent_supported's kernel");
   auto* kernel = fa3_forward_ws_kernel<Ops, kStages, true, Turns, Fa3Rule, Persistent, kGroups>;
@@ -185,14 +196,14 @@ struct Fp8Launch {
 };
 template <int D, int BlockN = kBlockN, bool PShared = false, int Groups = kForwardGroups<D>, bool Turns = true>
 void launch_fp8_kernel(const Fp8Launch& l) {
-  if constexpr (PShared && !Turns) {
+  if constexpr (PShared && !Turns && D != 256) {
     if (l.persistent) {
       l.fp16 ? launch_fp8<__half, D, BlockN, PShared, Groups, Turns, false, true>(l.m, l.work, l.p, l.ex, l.stream)
              : launch_fp8<__nv_bfloat16, D, BlockN, PShared, Groups, Turns, false, true>(l.m, l.work, l.p, l.ex, l.stream);
       return;
     }
   }
-  if constexpr (fp8_v_in_kernel_supported(BlockN)) {
+  if constexpr (fp8_v_in_kernel_supported(BlockN, D)) {
     if (l.v_in_kernel) {
       l.fp16 ? launch_fp8<__half, D, BlockN, PShared, Groups, Turns, true>(l.m, l.work, l.p, l.ex, l.stream)
              : launch_fp8<__nv_bfloat16, D, BlockN, PShared, Groups, Turns, true>(l.m, l.work, l.p, l.ex, l.stream);
@@ -208,13 +219,16 @@ void launch_fp8_kernel(const Fp8Launch& l) {
 // automatic: shared wherever it runs (d = 128 with 128-key tiles), + 5-7 % without a mask on the H200 (NOTES "P from
 // shared memory"); it gives the register path's bits, so the choice changes the time only.
 bool fa3_fp8_p_from_shared(const Fp8ForwardParams& f) {
-  return f.p_operand == Fp8POperand::shared || (f.p_operand == Fp8POperand::automatic && fp8_p_shared_supported(f.block_k, f.p.shape.head_dim));
+  return f.p_operand == Fp8POperand::shared || (f.p_operand == Fp8POperand::automatic && fp8_p_shared_by_default(f.block_k, f.p.shape.head_dim));
 }
 
 // O by TMA (Fa3Epilogue::automatic) where the kernel has shared memory to stage it in: a 16-bit O of 64 rows x 128 is
 // two boxes, an e4m3 Q tile holds one and the P tile the other (P in shared memory only); stochastic rounding draws
 // each element's word by its index (store_rows), and TMA needs O's strides in multiples of 16 bytes.
-bool fa3_fp8_o_by_tma(const Fp8ForwardParams& f) { return f.epilogue == Fa3Epilogue::automatic && fa3_fp8_p_from_shared(f) && o_storable_by_tma(f.p); }
+// (d = 256: O's four boxes are more than the Q tile's two and the P tile's one)
+bool fa3_fp8_o_by_tma(const Fp8ForwardParams& f) {
+  return f.epilogue == Fa3Epilogue::automatic && fa3_fp8_p_from_shared(f) && f.p.shape.head_dim <= 128 && o_storable_by_tma(f.p);
+}
 
 // automatic: none where P is in shared memory (NOTES "Three groups without turns": the kernel alone + 3-6 % at 16k on the
 // H100, the bench + 0.7 % on average, no point below - 1 %); the kernels with P in registers keep FA3's ping-pong.
@@ -227,7 +241,7 @@ bool fa3_fp8_takes_turns(const Fp8ForwardParams& f) { return f.turns == Fp8Turns
 bool fa3_fp8_transposes_v_in_kernel(const Fp8ForwardParams& f) { return f.v_transpose == Fp8VTranspose::kernel; }
 
 bool fa3_fp8_persistent_supported(const Fp8ForwardParams& f) {
-  return fa3_fp8_p_from_shared(f) && !fa3_fp8_takes_turns(f) && !fa3_fp8_transposes_v_in_kernel(f);
+  return f.p.shape.head_dim <= 128 && fa3_fp8_p_from_shared(f) && !fa3_fp8_takes_turns(f) && !fa3_fp8_transposes_v_in_kernel(f);
 }
 bool fa3_fp8_persistent(const Fp8ForwardParams& f) {
   return f.scheduler == Fp8Scheduler::persistent ||
@@ -241,8 +255,9 @@ Fp8TensorMaps fa3_fp8_tensor_maps(const Fp8ForwardParams& f) {
   const MapStrides mq = strides_of(p.q, s.batch, s.heads_q, s.seq_q, d), mk = strides_of(p.k, s.batch, s.heads_kv, s.seq_k, d);
   const std::int64_t vt_head = static_cast<std::int64_t>(d) * vt_keys;
   Fp8TensorMaps m;
-  m.q = make_tensor_map_e4m3_bhnd(p.q.data, s.batch, s.heads_q, s.seq_q, d, mq.batch, mq.head, mq.row, d, kGroupRows);
-  m.k = make_tensor_map_e4m3_bhnd(p.k.data, s.batch, s.heads_kv, s.seq_k, d, mk.batch, mk.head, mk.row, d, f.block_k);
+  const auto d_box = static_cast<std::uint32_t>(std::min(d, 128));  // (E4m3Ops::kDBoxBytes: two boxes along d at 256)
+  m.q = make_tensor_map_e4m3_bhnd(p.q.data, s.batch, s.heads_q, s.seq_q, d, mq.batch, mq.head, mq.row, d_box, kGroupRows);
+  m.k = make_tensor_map_e4m3_bhnd(p.k.data, s.batch, s.heads_kv, s.seq_k, d, mk.batch, mk.head, mk.row, d_box, f.block_k);
   if (fa3_fp8_transposes_v_in_kernel(f)) {
     const MapStrides mv = strides_of(f.v, s.batch, s.heads_kv, s.seq_k, d);
     m.vt = make_tensor_map_e4m3_bhnd(f.v.data, s.batch, s.heads_kv, s.seq_k, d, mv.batch, mv.head, mv.row, d, kBlockN);
@@ -255,7 +270,7 @@ Fp8TensorMaps fa3_fp8_tensor_maps(const Fp8ForwardParams& f) {
 
 bool fa3_fp8_supports(const ForwardParams& p) {
   const AttentionShapeParams& s = p.shape;
-  if ((s.head_dim != 64 && s.head_dim != 128) || s.heads_kv < 1 || s.heads_q % s.heads_kv != 0) return false;
+  if ((s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256) || s.heads_kv < 1 || s.heads_q % s.heads_kv != 0) return false;
   for (const auto& [x, heads, rows] : {std::tuple{&p.q, s.heads_q, s.seq_q}, std::tuple{&p.k, s.heads_kv, s.seq_k}}) {
     if (!strides_of(*x, s.batch, heads, rows, s.head_dim).valid(16) || reinterpret_cast<std::uintptr_t>(x->data) % 16 != 0) return false;
   }
@@ -266,11 +281,11 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
   const ForwardParams& p = f.p;
   const AttentionShapeParams& s = p.shape;
   if (!fa3_fp8_supports(p)) {
-    throw std::runtime_error("cuda.fa3.fp8: head dim 64 or 128 (got " + std::to_string(s.head_dim) +
+    throw std::runtime_error("cuda.fa3.fp8: head dim 64, 128 or 256 (got " + std::to_string(s.head_dim) +
                              "), heads_q a multiple of heads_kv, a 16-byte aligned base and strides that are multiples of 16 bytes only");
   }
   if (!fp8_key_tile_supported(f.block_k, s.head_dim)) {
-    throw std::runtime_error("cuda.fa3.fp8: key tiles (block_k) of 128, or 224 at head dim 128 (got " + std::to_string(f.block_k) + " at " + std::to_string(s.head_dim) + ")");
+    throw std::runtime_error("cuda.fa3.fp8: key tiles (block_k) of 128, or 224 at head dim 128 (got " + std::to_string(f.block_k) + " at head dim " + std::to_string(s.head_dim) + ")");
   }
   if (f.p_operand == Fp8POperand::shared && !fp8_p_shared_supported(f.block_k, s.head_dim)) {
     throw std::runtime_error("cuda.fa3.fp8: P from shared memory (p_operand=shared) at head dim 128 with block_k 128 only (got head dim " + std::to_string(s.head_dim) +
@@ -281,8 +296,9 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
                              std::to_string(s.head_dim) + ", block_k " + std::to_string(f.block_k) + ")");
   }
   const bool v_in_kernel = fa3_fp8_transposes_v_in_kernel(f);
-  if (v_in_kernel && !fp8_v_in_kernel_supported(f.block_k)) {
-    throw std::runtime_error("cuda.fa3.fp8: V transposed in the kernel (v_transpose=kernel) with key tiles of 128 only (got block_k " + std::to_string(f.block_k) + ")");
+  if (v_in_kernel && !fp8_v_in_kernel_supported(f.block_k, s.head_dim)) {
+    throw std::runtime_error("cuda.fa3.fp8: V transposed in the kernel (v_transpose=kernel) with key tiles of 128 at head dim 64 or 128 only (got block_k " +
+                             std::to_string(f.block_k) + " at head dim " + std::to_string(s.head_dim) + ")");
   }
   if (v_in_kernel && (!strides_of(f.v, s.batch, s.heads_kv, s.seq_k, s.head_dim).valid(16) || reinterpret_cast<std::uintptr_t>(f.v.data) % 16 != 0)) {
     throw std::runtime_error("cuda.fa3.fp8: V (read by the kernel) needs a 16-byte aligned base and strides that are multiples of 16 bytes");
@@ -304,8 +320,13 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
   work.ctas_in_flight = device_sm_count("cuda.fa3.fp8 forward");
   const int d = s.head_dim;
   const Fp8Launch l{m, work, p, ex, stream, fp16, v_in_kernel, persistent};
-  if (fa3_fp8_p_from_shared(f)) {
+  if (fa3_fp8_p_from_shared(f) && d == 256) {
+    // (two groups: O's 128 registers leave no room for a third)
+    fa3_fp8_takes_turns(f) ? launch_fp8_kernel<256, 128, true, 2>(l) : launch_fp8_kernel<256, 128, true, 2, false>(l);
+  } else if (fa3_fp8_p_from_shared(f)) {
     fa3_fp8_takes_turns(f) ? launch_fp8_kernel<128, 128, true, 3>(l) : launch_fp8_kernel<128, 128, true, 3, false>(l);
+  } else if (d == 256) {
+    launch_fp8_kernel<256>(l);  // (two groups taking turns, P in registers: the only form that fits)
   } else if (d == 128 && f.block_k == 224) {
     launch_fp8_kernel<128, 224>(l);
   } else if (d == 128) {
@@ -332,7 +353,7 @@ void quantize_e4m3_blocks(const Strided& x, WideType type, int batch, int heads,
 
 void transpose_v_e4m3(const Strided& v, int batch, int heads, int keys, int dim, void* vt, cudaStream_t stream) {
   require_grid(heads, batch, "cuda.fa3.fp8 V transpose");
-  if (dim % 16 != 0 || dim > 128) throw std::runtime_error("cuda.fa3.fp8 V transpose: head dim " + std::to_string(dim) + " (a multiple of 16, at most 128)");
+  if (dim % 16 != 0 || dim > 256) throw std::runtime_error("cuda.fa3.fp8 V transpose: head dim " + std::to_string(dim) + " (a multiple of 16, at most 256)");
   const MapStrides m = strides_of(v, batch, heads, keys, dim);
   if (!m.valid(16) || reinterpret_cast<std::uintptr_t>(v.data) % 16 != 0) {
     throw std::runtime_error("cuda.fa3.fp8 V transpose: V needs a 16-byte aligned base and strides that are multiples of 16 bytes");

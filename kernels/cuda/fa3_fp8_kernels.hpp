@@ -23,7 +23,7 @@ constexpr int kFp8BlockRows = 128;  // rows of Q per block exponent (cpu.fa3.fp8
 // d = 128, 224 (a step's FP8 products are short, so a longer tile spreads its fixed costs). FA3's d = 64 tile, 160 keys
 // with three consumer groups, spills in the step at 160 registers and measured 4-8 % slower (NOTES): not compiled.
 inline bool fp8_key_tile_supported(int block_k, int head_dim) {
-  return (block_k == 128 && (head_dim == 64 || head_dim == 128)) || (block_k == 224 && head_dim == 128);
+  return (block_k == 128 && (head_dim == 64 || head_dim == 128 || head_dim == 256)) || (block_k == 224 && head_dim == 128);
 }
 
 // Keys of V^T per row: Nk rounded up to the 128-key tile (the padding holds zeros).
@@ -34,7 +34,10 @@ inline int fp8_vt_keys(int seq_k) { return (seq_k + 127) / 128 * 128; }
 // serialises the wgmma of three groups of 160 registers, though the step still spills: kernels/cuda/NOTES.md, "P from
 // shared memory"). automatic is shared where fp8_p_shared_supported allows it, registers elsewhere.
 enum class Fp8POperand : std::uint8_t { automatic, registers, shared };
-inline bool fp8_p_shared_supported(int block_k, int head_dim) { return block_k == 128 && head_dim == 128; }
+inline bool fp8_p_shared_supported(int block_k, int head_dim) { return block_k == 128 && (head_dim == 128 || head_dim == 256); }
+// Where automatic takes shared memory: d = 128, where it lets three groups run. At d = 256 both forms have two groups, and
+// P from shared memory measured level to 2 % slower than from registers (H200, kernels/cuda/NOTES.md "Head dim 256").
+inline bool fp8_p_shared_by_default(int block_k, int head_dim) { return block_k == 128 && head_dim == 128; }
 // Whether the consumer groups take turns to issue their products (ring: FA3's ping-pong, in a ring of three where P is
 // in shared memory) or each issues them as soon as its own P is ready (none: with P in shared memory only, where the
 // group's own barrier hands P to P V; the tensor pipe takes the three groups' products in the order they come).
@@ -47,7 +50,7 @@ enum class Fp8Turns : std::uint8_t { automatic, ring, none };
 // key tiles of 128 only: no V^T buffer, but the kernel measured 2-7 % slower than the pass and the kernel together
 // (kernels/cuda/NOTES.md, "FA3's V transpose in the kernel"), so automatic is the pass. The same bits either way.
 enum class Fp8VTranspose : std::uint8_t { automatic, pass, kernel };
-constexpr bool fp8_v_in_kernel_supported(int block_k) { return block_k == 128; }
+constexpr bool fp8_v_in_kernel_supported(int block_k, int head_dim) { return block_k == 128 && head_dim <= 128; }
 // Which CTA computes a query tile: grid (one CTA per tile) or persistent (one CTA per SM walking the tiles longest
 // first, cuda.fa3's and cuda.fa4's scheduler: fa3_forward.cuh's WorkTiles), the latter for the kernel with P in shared
 // memory, no turns and V^T from the pass only (auto's kernel at d = 128 with block_k 128). automatic: persistent under
@@ -82,7 +85,7 @@ struct Fp8ForwardParams {
   const int* v_exponents = nullptr;
 };
 
-// Head dims 64 and 128; strides TMA can describe (multiples of 16 bytes, a 16-byte aligned base).
+// Head dims 64, 128 and 256; strides TMA can describe (multiples of 16 bytes, a 16-byte aligned base).
 bool fa3_fp8_supports(const ForwardParams& p);
 // Whether fa3_fp8_forward runs f with P in shared memory (and three consumer groups): the launcher's own rule.
 bool fa3_fp8_p_from_shared(const Fp8ForwardParams& f);

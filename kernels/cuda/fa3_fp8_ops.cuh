@@ -37,9 +37,10 @@ __device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
 // rewrites each into V^T's tile (transform_v), FA3's in-kernel transpose, so no transpose_v_e4m3 pass runs before.
 template <class Out_, int D, int BlockN = fa3::kBlockN, bool PShared = false, bool VInKernel = false>
 struct E4m3Ops {
-  static_assert(D == 64 || D == 128, "head dim 64 or 128");
+  static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
   static_assert(BlockN == 128 || (BlockN == 224 && D == 128), "fp8_key_tile_supported's tiles");
-  static_assert(!PShared || (BlockN == 128 && D == 128), "P in shared memory: rows of 128 keys (one 128-byte swizzle span), P V by m64n128k32");
+  static_assert(D != 256 || !VInKernel, "head dim 256: V^T from the pass (the producer's transpose takes rows of at most 128 bytes)");
+  static_assert(!PShared || (BlockN == 128 && D >= 128), "P in shared memory: rows of 128 keys (one 128-byte swizzle span), P V by m64nDk32, D = 128 or 256");
   static_assert(!VInKernel || BlockN == 128, "V rewritten in the kernel: tiles of 128 keys (one V^T box)");
   static constexpr int kBlockN = BlockN;  // keys per tile: one block exponent each
   // (the kernel indexes K's and V's exponents by its key tile, and Q's by a group's first row: a group's 64
@@ -60,11 +61,21 @@ struct E4m3Ops {
   static constexpr bool kBlockScales = true;
   static constexpr unsigned kVRawBytes = VInKernel ? kKBytes : 0;  // (V's tile as stored: K's shape)
   static constexpr bool kCanHoldQ = false;  // (S reads Q from shared memory; the default kernel's three groups have no registers to spare)
-  // One box each: Q's 64 rows x d, K's BlockN keys x d; V^T's d rows x 128 keys per box (coordinates innermost first),
-  // or (VInKernel) V's 128 keys x d, as K's.
-  __device__ static void load_q(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) { tma_load_4d(dst, map, bar, 0, row0, h, b); }
-  __device__ static void prefetch_q(const CUtensorMap* map, int row0, int h, int b) { tma_prefetch_l2_4d(map, 0, row0, h, b); }
-  __device__ static void load_k(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) { tma_load_4d(dst, map, bar, 0, key0, hk, b); }
+  // Rows of Q and K in boxes of at most 128 bytes of d (a TMA box is no wider than its swizzle's span): one box at
+  // d = 64 and 128, two at 256 (d's bytes 0-127 and 128-255), each a swizzled tile of its own.
+  static constexpr int kDBoxes = (D + 127) / 128, kDBoxBytes = D / kDBoxes;
+  static constexpr unsigned kQBoxBytes = kGroupRows * kDBoxBytes, kKBoxBytes = BlockN * kDBoxBytes;
+  // Per d box: Q's 64 rows, K's BlockN keys; V^T's d rows x 128 keys per box (coordinates innermost first), or
+  // (VInKernel) V's 128 keys x d, as K's.
+  __device__ static void load_q(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) {
+    for (int box = 0; box < kDBoxes; ++box) tma_load_4d(dst + box * kQBoxBytes, map, bar, box * kDBoxBytes, row0, h, b);
+  }
+  __device__ static void prefetch_q(const CUtensorMap* map, int row0, int h, int b) {
+    for (int box = 0; box < kDBoxes; ++box) tma_prefetch_l2_4d(map, box * kDBoxBytes, row0, h, b);
+  }
+  __device__ static void load_k(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) {
+    for (int box = 0; box < kDBoxes; ++box) tma_load_4d(dst + box * kKBoxBytes, map, bar, box * kDBoxBytes, key0, hk, b);
+  }
   __device__ static void load_v(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) {
     if constexpr (VInKernel) {
       tma_load_4d(dst, map, bar, 0, key0, hk, b);
@@ -108,16 +119,19 @@ struct E4m3Ops {
     }
   }
 
-  __device__ static std::uint64_t d_major(const void* p) { return D == 128 ? wgmma_descriptor_sw128(p) : wgmma_descriptor_sw64(p); }
+  __device__ static std::uint64_t d_major(const void* p) { return D >= 128 ? wgmma_descriptor_sw128(p) : wgmma_descriptor_sw64(p); }
 
   __device__ static void qk(float (&sc)[BlockN / 8][4], const unsigned char* sQ, const unsigned char* sK) {
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < D / 32; ++k) {
+      // (k32 step k: 32 bytes into a row of d box k / 4; at d <= 128 the one box)
+      const std::uint64_t a = wgmma_descriptor_advance(d_major(sQ + (k / 4) * kQBoxBytes), k % 4);
+      const std::uint64_t b = wgmma_descriptor_advance(d_major(sK + (k / 4) * kKBoxBytes), k % 4);
       if constexpr (BlockN == 224) {
-        wgmma_m64n224k32_e4m3_ss(reinterpret_cast<float(&)[112]>(sc), wgmma_descriptor_advance(d_major(sQ), k), wgmma_descriptor_advance(d_major(sK), k), k > 0);
+        wgmma_m64n224k32_e4m3_ss(reinterpret_cast<float(&)[112]>(sc), a, b, k > 0);
       } else {
-        wgmma_m64n128k32_e4m3_ss(reinterpret_cast<float(&)[64]>(sc), wgmma_descriptor_advance(d_major(sQ), k), wgmma_descriptor_advance(d_major(sK), k), k > 0);
+        wgmma_m64n128k32_e4m3_ss(reinterpret_cast<float(&)[64]>(sc), a, b, k > 0);
       }
     }
     wgmma_commit();
@@ -153,8 +167,12 @@ struct E4m3Ops {
     for (int kk = 0; kk < kPaSteps; ++kk) {
       // (d rows of 128 keys (128 bytes) per box; k32 step kk in box kk / 4)
       const std::uint64_t b = wgmma_descriptor_advance(wgmma_descriptor_sw128(sVt + (kk / 4) * kVtBoxBytes), kk % 4);
-      if constexpr (PShared) {
+      if constexpr (PShared && D == 256) {
+        wgmma_m64n256k32_e4m3_ss(reinterpret_cast<float(&)[128]>(o), wgmma_descriptor_advance(wgmma_descriptor_sw128(sP), kk), b, 1);
+      } else if constexpr (PShared) {
         wgmma_m64n128k32_e4m3_ss(reinterpret_cast<float(&)[64]>(o), wgmma_descriptor_advance(wgmma_descriptor_sw128(sP), kk), b, 1);
+      } else if constexpr (D == 256) {
+        wgmma_m64n256k32_e4m3_rs(reinterpret_cast<float(&)[128]>(o), pa[kk], b, 1);
       } else if constexpr (D == 128) {
         wgmma_m64n128k32_e4m3_rs(reinterpret_cast<float(&)[64]>(o), pa[kk], b, 1);
       } else {

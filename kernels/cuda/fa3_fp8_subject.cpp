@@ -51,8 +51,9 @@ class CudaFa3Fp8 final : public Subject {
         "cuda.fa3.fp8",
         "FA3's FP8 forward on Hopper: cuda.fa3's pipeline on the FP8 tensor cores (QGMMA k32): e4m3 Q, K, V with a power-of-two "
         "scale per block (128 rows of Q, block_k keys of K and V), S in fp32, P rounded to e4m3 before P V (V transposed in the kernel, or by a pass "
-        "first), O in bf16 or fp16; cpu.fa3.fp8's numerics");
+        "first), O in bf16 or fp16; d = 64, 128 and 256 (two consumer groups with P in registers at 256); cpu.fa3.fp8's numerics");
     info_.ops = {Op::fwd};
+    info_.max_head_dim = 256;
     refresh_options();  // (the formats follow the option operands)
   }
 
@@ -335,15 +336,22 @@ class CudaFa3Fp8 final : public Subject {
   // 224-key tiles at d = 128 only (fp8_key_tile_supported): S of 224 keys does not fit d = 64's three groups of 160
   // registers.
   void require_block_k(int head_dim) const {
+    if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
+      throw SubjectError(info_.name + ": head dim 64, 128 or 256 (got " + std::to_string(head_dim) + ")");
+    }
     if (!fp8_key_tile_supported(options_.block_k, head_dim)) {
       throw SubjectError(info_.name + ": block_k=" + std::to_string(options_.block_k) + " at head dim 128 only (got " + std::to_string(head_dim) + ")");
     }
+    if (options_.v_transpose == Fp8VTranspose::kernel && !fp8_v_in_kernel_supported(options_.block_k, head_dim)) {
+      throw SubjectError(info_.name + ": v_transpose=kernel at head dim 64 or 128 only (got " + std::to_string(head_dim) +
+                         "): the producer's transpose is written for V rows of at most 128 bytes");
+    }
     if (options_.p_operand == Fp8POperand::shared && !fp8_p_shared_supported(options_.block_k, head_dim)) {
-      throw SubjectError(info_.name + ": p_operand=shared at head dim 128 with block_k=128 only (got head dim " + std::to_string(head_dim) + ", block_k=" +
+      throw SubjectError(info_.name + ": p_operand=shared at head dim 128 or 256 with block_k=128 only (got head dim " + std::to_string(head_dim) + ", block_k=" +
                          std::to_string(options_.block_k) + ")");
     }
-    if (options_.turns == Fp8Turns::none && (options_.p_operand == Fp8POperand::registers || !fp8_p_shared_supported(options_.block_k, head_dim))) {
-      throw SubjectError(info_.name + ": turns=none with P in shared memory only (head dim 128, block_k=128, p_operand auto or shared; got head dim " +
+    if (options_.turns == Fp8Turns::none && !p_from_shared_at(head_dim)) {
+      throw SubjectError(info_.name + ": turns=none with P in shared memory only (block_k=128; p_operand=shared at head dim 128 or 256, or auto at 128; got head dim " +
                          std::to_string(head_dim) + ", block_k=" + std::to_string(options_.block_k) + ", p_operand=" + p_operand_name() + ")");
     }
     if (options_.scheduler == Fp8Scheduler::persistent && !persistent_possible(head_dim)) {
@@ -352,6 +360,13 @@ class CudaFa3Fp8 final : public Subject {
                          ", block_k=" + std::to_string(options_.block_k) + ", p_operand=" + p_operand_name() + ", turns=" + turns_name() + ", v_transpose=" +
                          v_transpose_name() + ")");
     }
+  }
+
+  // The launcher's rule (fa3_fp8_p_from_shared) for this subject's options at head_dim, where p_operand=shared is supported.
+  bool p_from_shared_at(int head_dim) const {
+    Fp8ForwardParams f;
+    f.p.shape.head_dim = head_dim, f.block_k = options_.block_k, f.p_operand = options_.p_operand;
+    return fp8_p_shared_supported(options_.block_k, head_dim) && fa3_fp8_p_from_shared(f);
   }
 
   // The launcher's rule (fa3_fp8_persistent_supported) for this subject's options at head_dim.
@@ -364,10 +379,10 @@ class CudaFa3Fp8 final : public Subject {
   void refresh_options() {
     info_.formats = options_.scaled ? std::vector<Format>{Format::fp32, Format::bf16, Format::fp16} : std::vector<Format>{Format::e4m3};
     info_.head_dims.clear();  // (the compiled head dims that take this block_k: fp8_key_tile_supported, the one list)
-    for (int d : {64, 128}) {
-      const bool p_shared_possible = options_.p_operand != Fp8POperand::registers && fp8_p_shared_supported(options_.block_k, d);
-      if (fp8_key_tile_supported(options_.block_k, d) && (options_.p_operand != Fp8POperand::shared || p_shared_possible) && (options_.turns != Fp8Turns::none || p_shared_possible) &&
-          (options_.scheduler != Fp8Scheduler::persistent || persistent_possible(d))) {
+    for (int d : {64, 128, 256}) {
+      if (fp8_key_tile_supported(options_.block_k, d) && (options_.p_operand != Fp8POperand::shared || fp8_p_shared_supported(options_.block_k, d)) &&
+          (options_.turns != Fp8Turns::none || p_from_shared_at(d)) &&
+          (options_.scheduler != Fp8Scheduler::persistent || persistent_possible(d)) && (options_.v_transpose != Fp8VTranspose::kernel || fp8_v_in_kernel_supported(options_.block_k, d))) {
         info_.head_dims.push_back(d);
       }
     }
@@ -376,8 +391,9 @@ class CudaFa3Fp8 final : public Subject {
                       "block_k of K and V)"},
                      {"block_q", std::to_string(kFp8BlockRows), "query rows per block scale (fixed: the kernels' tile)"},
                      {"block_k", std::to_string(options_.block_k), "keys per block scale and per key tile: 128, or 224 at head dim 128 (FA3's FP8 tile there)"},
-                     {"p_operand", p_operand_name(), "where P V reads P from: registers (two consumer warpgroups at d = 128), shared (a tile in shared memory, "
-                      "three consumer warpgroups; d = 128, block_k=128 only), auto (shared at d = 128 with block_k=128, measured faster there; registers elsewhere)"},
+                     {"p_operand", p_operand_name(), "where P V reads P from: registers (two consumer warpgroups at d = 128 and 256), shared (a tile in shared memory; "
+                      "three consumer warpgroups at d = 128, two at 256; block_k=128 only), auto (shared at d = 128 with block_k=128, measured faster there; "
+                      "registers elsewhere: at 256 shared measured level to 2 % slower)"},
                      {"epilogue", options_.epilogue == Fa3Epilogue::stores ? "stores" : "automatic",
                       "automatic: O through shared memory (the group's Q and P tiles) and one TMA store per 64-column box where P is in shared "
                       "memory, O is rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"},

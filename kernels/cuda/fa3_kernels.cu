@@ -151,19 +151,29 @@ void launch_ws(const Maps& m, const ForwardParams& p, cudaStream_t stream, const
 }
 
 // (the grid scheduler with kForwardGroups<D> consumer warpgroups; the persistent one keeps two: with three, its
-// work loop's state spills about 1.8 KB of reloads in ptxas's count)
+// work loop's state spills about 1.8 KB of reloads in ptxas's count. d = 256: the grid with key tiles of 64 only, since
+// the persistent kernel's second Q buffer does not fit beside the K/V ring: fa4_forward refuses it)
 template <class T, int D>
 void launch_fa4(const Fa4Options& options, const Maps& m, const ForwardParams& p, cudaStream_t stream, const char* name) {
   constexpr int G = kForwardGroups<D>;
   const int variant = options.emulated_eighths * 2 + (options.persistent ? 1 : 0);
-  switch (variant) {
-    case 0: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 0>, false, kBlockN, G>(m, p, stream, name);
-    case 1: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 0>, true>(m, p, stream, name);
-    case 2: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 1>, false, kBlockN, G>(m, p, stream, name);
-    case 3: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 1>, true>(m, p, stream, name);
-    case 8: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 4>, false, kBlockN, G>(m, p, stream, name);
-    case 9: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 4>, true>(m, p, stream, name);
-    default: throw std::runtime_error("cuda.fa4: exp2 emulation on " + std::to_string(options.emulated_eighths) + " eighths: compiled for 0, 1, 4");
+  if constexpr (D == 256) {
+    switch (variant) {
+      case 0: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 0>, false, kFa4KeyTileD256, G>(m, p, stream, name);
+      case 2: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 1>, false, kFa4KeyTileD256, G>(m, p, stream, name);
+      case 8: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 4>, false, kFa4KeyTileD256, G>(m, p, stream, name);
+      default: throw std::logic_error("cuda.fa4 at head dim 256: the grid scheduler with exp2 emulation on 0, 1 or 4 eighths");
+    }
+  } else {
+    switch (variant) {
+      case 0: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 0>, false, kBlockN, G>(m, p, stream, name);
+      case 1: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 0>, true>(m, p, stream, name);
+      case 2: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 1>, false, kBlockN, G>(m, p, stream, name);
+      case 3: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 1>, true>(m, p, stream, name);
+      case 8: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 4>, false, kBlockN, G>(m, p, stream, name);
+      case 9: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 4>, true>(m, p, stream, name);
+      default: throw std::runtime_error("cuda.fa4: exp2 emulation on " + std::to_string(options.emulated_eighths) + " eighths: compiled for 0, 1, 4");
+    }
   }
 }
 
@@ -213,9 +223,11 @@ const char* fa3_schedule_name(Fa3Schedule schedule) {
   return "?";
 }
 
-bool fa3_supports(const ForwardParams& p) {
+namespace {
+bool supports_with(const ForwardParams& p, bool d256) {
   const AttentionShapeParams& s = p.shape;
-  if ((s.head_dim != 64 && s.head_dim != 128) || s.heads_kv < 1 || s.heads_q % s.heads_kv != 0) return false;
+  const bool head_dim = s.head_dim == 64 || s.head_dim == 128 || (d256 && s.head_dim == 256);
+  if (!head_dim || s.heads_kv < 1 || s.heads_q % s.heads_kv != 0) return false;
   const std::pair<const Strided*, int> tensors[] = {{&p.q, s.heads_q}, {&p.k, s.heads_kv}, {&p.v, s.heads_kv}};
   for (const auto& [x, heads] : tensors) {
     const int rows = x == &p.q ? s.seq_q : s.seq_k;
@@ -223,11 +235,15 @@ bool fa3_supports(const ForwardParams& p) {
   }
   return true;
 }
+}  // namespace
+
+bool fa3_supports(const ForwardParams& p) { return supports_with(p, false); }
+bool fa4_supports(const ForwardParams& p) { return supports_with(p, true); }
 
 namespace {
-Maps maps_of(const ForwardParams& p, const char* family, Fa3Epilogue epilogue, int key_tile = kBlockN) {
-  if (!fa3_supports(p)) {
-    throw std::runtime_error(std::string(family) + ": head dim 64 or 128 (got " + std::to_string(p.shape.head_dim) +
+Maps maps_of(const ForwardParams& p, const char* family, Fa3Epilogue epilogue, int key_tile = kBlockN, bool d256 = false) {
+  if (!supports_with(p, d256)) {
+    throw std::runtime_error(std::string(family) + (d256 ? ": head dim 64, 128 or 256 (got " : ": head dim 64 or 128 (got ") + std::to_string(p.shape.head_dim) +
                              "), heads_q a multiple of heads_kv, a 16-byte aligned base and strides that are multiples of 8 elements only");
   }
   const AttentionShapeParams& s = p.shape;
@@ -282,10 +298,15 @@ void fa3_forward(const ForwardParams& p, Fa3Schedule schedule, cudaStream_t stre
 
 void fa4_forward(const ForwardParams& p, const Fa4Options& options, cudaStream_t stream) {
   const AttentionShapeParams& s = p.shape;
-  const Maps m = maps_of(p, "cuda.fa4", options.epilogue);
+  if (s.head_dim == 256 && options.persistent) {
+    throw std::runtime_error("cuda.fa4: the persistent scheduler at head dim 64 or 128 only (got 256): its second Q buffer does not fit beside the K/V ring");
+  }
+  const Maps m = maps_of(p, "cuda.fa4", options.epilogue, s.head_dim == 256 ? kFa4KeyTileD256 : kBlockN, true);
   const char* name = "fa4";
   const bool fp16 = p.type == StorageType::fp16;
-  if (s.head_dim == 128) {
+  if (s.head_dim == 256) {
+    fp16 ? launch_fa4<__half, 256>(options, m, p, stream, name) : launch_fa4<__nv_bfloat16, 256>(options, m, p, stream, name);
+  } else if (s.head_dim == 128) {
     fp16 ? launch_fa4<__half, 128>(options, m, p, stream, name) : launch_fa4<__nv_bfloat16, 128>(options, m, p, stream, name);
   } else {
     fp16 ? launch_fa4<__half, 64>(options, m, p, stream, name) : launch_fa4<__nv_bfloat16, 64>(options, m, p, stream, name);

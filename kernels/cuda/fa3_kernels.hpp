@@ -83,6 +83,13 @@ unsigned fa3_dq_ready_count(const AttentionShapeParams& s);
 // *p.rescale_count when set), and emulated_eighths / 8 of the exponentials (0, 1 or 4) by the cubic exp2
 // emulation on the FMA pipes; persistent: one CTA per SM walking the work tiles longest first (WorkTiles)
 // instead of one CTA per tile.
+// cuda.fa4's key tile at head dim 256 (64 and 128 take 128): O's 128 fp32 registers a consumer thread leave room for
+// S and P of 64 keys, and two stages of 64-key K and V tiles (32 KiB each) fit beside Q's 64 KiB. cpu.fa4's twin tiles
+// its keys the same way there (its block_k_large_d).
+constexpr int kFa4KeyTileD256 = 64;
+// Head dims 64, 128 and 256 (cuda.fa4's forward), with fa3_supports' strides.
+bool fa4_supports(const ForwardParams& p);
+
 struct Fa4Options {
   int emulated_eighths = 0;
   bool persistent = false;

@@ -143,7 +143,7 @@ TEST(CpuBackends, TileSizesAndThresholdsChangeTheScheduleNotTheResult) {
   Problem base(sh.shape, sh.mask, 5);
   base.run(*fa2, Op::bwd);
   for (const auto& [option, value] : std::vector<std::pair<std::string, std::string>>{
-           {"block_q", "1"}, {"block_q", "7"}, {"block_k", "3"}, {"block_k", "256"}, {"tau", "8"}, {"tau", "30"}}) {
+           {"block_q", "1"}, {"block_q", "7"}, {"block_k", "3"}, {"block_k", "256"}, {"block_k_large_d", "5"}, {"tau", "8"}, {"tau", "30"}}) {
     auto s = cpu::make_cpu_fa2();
     s->set_option(option, value);
     bool shown = false;
@@ -158,10 +158,33 @@ TEST(CpuBackends, TileSizesAndThresholdsChangeTheScheduleNotTheResult) {
   }
 }
 
+// cpu.fa4 tiles its keys as cuda.fa4 does: 128 at d <= 128, 64 above (block_k_large_d), where the tiles decide which
+// running max each P is rounded against. So at d = 160 its default gives block_k=64's bits, and at d = 128 block_k=128's.
+TEST(CpuBackends, Fa4TilesKeysBy64AboveHeadDim128) {
+  for (const int d : {128, 160}) {
+    const Shapes sh{{1, 2, 1, 70, 200, d, d}, Mask::none};
+    auto by_default = cpu::make_cpu_fa4(), fixed = cpu::make_cpu_fa4();
+    fixed->set_option("block_k_large_d", "0");
+    fixed->set_option("block_k", d > 128 ? "64" : "128");
+    Problem a(sh.shape, sh.mask, 9), b(sh.shape, sh.mask, 9);
+    a.run(*by_default, Op::fwd);
+    b.run(*fixed, Op::fwd);
+    const auto x = a.outputs(Op::fwd), y = b.outputs(Op::fwd);
+    for (std::size_t i = 0; i < x.size(); ++i) EXPECT_EQ(relative_difference(*x[i], *y[i]), 0.0) << "d " << d << ", output " << i;
+    if (d > 128) {  // (and the tile matters: 128-key tiles give other bits there, so the test can tell the two apart)
+      auto by_128 = cpu::make_cpu_fa4();
+      by_128->set_option("block_k_large_d", "0");
+      Problem c(sh.shape, sh.mask, 9);
+      c.run(*by_128, Op::fwd);
+      EXPECT_GT(relative_difference(*c.outputs(Op::fwd)[0], *x[0]), 0.0) << "d " << d << ": 64- and 128-key tiles gave the same O";
+    }
+  }
+}
+
 TEST(CpuBackends, BadOptionsAreRefusedByName) {
   auto s = cpu::make_cpu_fa4();
   for (const auto& [option, value] : std::vector<std::pair<std::string, std::string>>{
-           {"block_q", "0"}, {"block_k", "x"}, {"tau", "-1"}, {"tau", "nan"}, {"exp2_fraction", "2"}, {"warp_size", "32"}}) {
+           {"block_q", "0"}, {"block_k", "x"}, {"block_k_large_d", "-1"}, {"tau", "-1"}, {"tau", "nan"}, {"exp2_fraction", "2"}, {"warp_size", "32"}}) {
     try {
       s->set_option(option, value);
       ADD_FAILURE() << option << "=" << value << " accepted";

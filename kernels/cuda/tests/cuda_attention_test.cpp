@@ -350,7 +350,7 @@ TEST_P(CudaAttention, SmallShapesSweep) {
   auto cpu = under_test().cpu_twin();
   REQUIRE_SUBJECT(gpu);
   const bool has_bwd = gpu->info().supports(Op::bwd);
-  for (int d : {64, 128}) {
+  for (int d : {64, 128, 256}) {
     if (!gpu->info().supports_head_dim(d)) continue;
     for (int nq : {1, 7, 65, 130}) {
       for (int nk : {1, 63, 130}) {

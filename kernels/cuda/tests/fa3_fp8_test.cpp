@@ -189,7 +189,7 @@ TEST(CudaFa3Fp8, QgmmaAccumulationErrorIsWithinItsBound) {
   REQUIRE_HOPPER();
   auto gpu = fp8_subject();
   ASSERT_TRUE(gpu);
-  for (int d : {64, 128}) {
+  for (int d : {64, 128, 256}) {
     for (const char* inputs : {"normal:1", "outliers", "spread", "alike"}) {
       gradcheck::Case c;
       c.shape = {1, 4, 4, 256, 1, d, d};
@@ -254,7 +254,7 @@ TEST(CudaFa3Fp8, AgreesWithCpuFa3Fp8WithinTheAccumulationOrderDifference) {
         worst = std::max(worst, a.o_ratio), worst_l = std::max(worst_l, a.l_ratio), differing += a.differing;
       }
       // (and long rows, past the generator's 300 keys: O's accumulation over 8192 keys)
-      for (int d : {64, 128}) {
+      for (int d : {64, 128, 256}) {
         if (!variant.supports(d)) continue;
         gradcheck::Case c;
         c.shape = {1, 2, 1, 64, 8192, d, d};
@@ -311,7 +311,7 @@ TEST(CudaFa3Fp8, ScaledOperandsWithPerBlockExponentsAgreeWithCpuFa3Fp8) {
     const int block_k = variant.block_k;
     const std::string variant_name = variant.name();
     for (const char* policy_text : {"fp32,o=bf16", "bf16", "fp16"}) {
-      for (int d : {64, 128}) {
+      for (int d : {64, 128, 256}) {
         if (!variant.supports(d)) continue;
         for (Mask mask : {Mask::none, Mask::causal_bottom_right}) {
           // (the keys in turn: 390, whole tiles only, and one key past them, where the last tile holds a single key)
@@ -365,8 +365,8 @@ TEST(CudaFa3Fp8, SmallShapesSweep) {
     variant.apply(*gpu, cpu.get());
     gpu->set_option("v_transpose", v_transpose);
     const std::string variant_name = variant.name() + " v_transpose=" + v_transpose;
-    for (int d : {64, 128}) {
-      if (!variant.supports(d)) continue;
+    for (int d : {64, 128, 256}) {
+      if (!variant.supports(d) || (d == 256 && std::string(v_transpose) == "kernel")) continue;  // (the producer's transpose: d <= 128)
       for (int nq : {1, 7, 65, 130}) {
         for (int nk : {1, 63, 130, 250}) {  // (250: a second key tile of either width, partly past Nk)
           for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
@@ -431,6 +431,8 @@ TEST(CudaFa3Fp8, PFromSharedMemoryUnderAutoOrWhenAsked) {
   EXPECT_FALSE(fa3_fp8_p_from_shared(f)) << "auto with 224-key tiles";
   f.p.shape.head_dim = 64, f.block_k = 128;
   EXPECT_FALSE(fa3_fp8_p_from_shared(f)) << "auto at d = 64";
+  f.p.shape.head_dim = 256;
+  EXPECT_FALSE(fa3_fp8_p_from_shared(f)) << "auto at d = 256 (two groups, P in registers)";
   f.p.shape.head_dim = 128;
   f.p_operand = Fp8POperand::registers;
   EXPECT_FALSE(fa3_fp8_p_from_shared(f));
@@ -449,6 +451,8 @@ TEST(CudaFa3Fp8, TurnsOnlyWithPInRegistersUnderAuto) {
   EXPECT_TRUE(fa3_fp8_takes_turns(f)) << "auto with P in registers (two groups)";
   f.p_operand = Fp8POperand::automatic, f.p.shape.head_dim = 64;
   EXPECT_TRUE(fa3_fp8_takes_turns(f)) << "auto at d = 64 (three groups, P in registers)";
+  f.p.shape.head_dim = 256;
+  EXPECT_TRUE(fa3_fp8_takes_turns(f)) << "auto at d = 256 (two groups, P in registers)";
 }
 
 TEST(CudaFa3Fp8, VTransposedInTheKernelOnlyWhenAsked) {
@@ -483,6 +487,7 @@ TEST(CudaFa3Fp8, PersistentSchedulerUnderCausalMasksWhereItsKernelRuns) {
   f.scheduler = Fp8Scheduler::automatic;
   for (const auto& [what, change] : std::vector<std::pair<const char*, void (*)(Fp8ForwardParams&)>>{
            {"d = 64 (P in registers)", [](Fp8ForwardParams& g) { g.p.shape.head_dim = 64; }},
+           {"d = 256 (P in registers)", [](Fp8ForwardParams& g) { g.p.shape.head_dim = 256; }},
            {"block_k 224", [](Fp8ForwardParams& g) { g.block_k = 224; }},
            {"p_operand=registers", [](Fp8ForwardParams& g) { g.p_operand = Fp8POperand::registers; }},
            {"turns=ring", [](Fp8ForwardParams& g) { g.turns = Fp8Turns::ring; }},
@@ -521,7 +526,7 @@ TEST(CudaFa3Fp8, EveryAcceptedOptionSetDeclaresAHeadDim) {
         }
         const std::vector<int>& dims = s->info().head_dims;
         ASSERT_FALSE(dims.empty()) << name << "=" << values[which] << " accepted with no head dim left, set " << pick << (reversed ? " reversed" : "");
-        for (int d : dims) EXPECT_TRUE(d == 64 || d == 128) << d;
+        for (int d : dims) EXPECT_TRUE(d == 64 || d == 128 || d == 256) << d;
       }
       ++sets, accepted += all;
     }
@@ -802,7 +807,7 @@ TEST(CudaFa3Fp8, BadInputIsRefusedWithAClearError) {
   gpu->set_option("block_k", "128");
   gpu->set_option("p_operand", "shared");
   EXPECT_THROW(gpu->set_option("block_k", "224"), SubjectError);
-  EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("p_operand=shared at head dim 128 with block_k=128 only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
+  EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("p_operand=shared at head dim 128 or 256 with block_k=128 only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
   gradcheck::Case d128 = c;
   d128.shape.head_dim = d128.shape.head_dim_v = 128;
   EXPECT_EQ(message(d128, gradcheck::make_inputs(d128)), "(accepted)");
@@ -833,6 +838,23 @@ TEST(CudaFa3Fp8, BadInputIsRefusedWithAClearError) {
   EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("got head dim 64"), std::string::npos) << message(c, gradcheck::make_inputs(c));
   gpu->set_option("scheduler", "auto");
   EXPECT_EQ(message(c, gradcheck::make_inputs(c)), "(accepted)") << "auto at d = 64 (the grid)";
+  // d = 256: 128-key tiles, V^T from the pass, and turns=none with p_operand=shared only (auto keeps P in registers there)
+  gradcheck::Case d256 = c;
+  d256.shape.head_dim = d256.shape.head_dim_v = 256;
+  EXPECT_EQ(message(d256, gradcheck::make_inputs(d256)), "(accepted)");
+  gpu->set_option("block_k", "224");
+  EXPECT_NE(message(d256, gradcheck::make_inputs(d256)).find("block_k=224 at head dim 128 only"), std::string::npos) << message(d256, gradcheck::make_inputs(d256));
+  gpu->set_option("block_k", "128"), gpu->set_option("v_transpose", "kernel");
+  EXPECT_NE(message(d256, gradcheck::make_inputs(d256)).find("v_transpose=kernel at head dim 64 or 128 only"), std::string::npos)
+      << message(d256, gradcheck::make_inputs(d256));
+  gpu->set_option("v_transpose", "auto"), gpu->set_option("turns", "none");
+  EXPECT_NE(message(d256, gradcheck::make_inputs(d256)).find("turns=none with P in shared memory only"), std::string::npos) << message(d256, gradcheck::make_inputs(d256));
+  gpu->set_option("p_operand", "shared");
+  EXPECT_EQ(message(d256, gradcheck::make_inputs(d256)), "(accepted)") << "p_operand=shared, turns=none at d = 256";
+  gpu->set_option("turns", "auto"), gpu->set_option("p_operand", "auto");
+  gradcheck::Case d192 = c;
+  d192.shape.head_dim = d192.shape.head_dim_v = 192;
+  EXPECT_NE(message(d192, gradcheck::make_inputs(d192)).find("head dim 64, 128 or 256 (got 192)"), std::string::npos) << message(d192, gradcheck::make_inputs(d192));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "gradcheck/inputs.hpp"
 #include "kernels/cpu/flash_attention.hpp"
 #include "kernels/cuda/cuda_subjects.hpp"
+#include "kernels/cuda/fa3_kernels.hpp"
 #include "kernels/cuda/tests/gpu_test_support.hpp"
 
 namespace fc::kernels::cuda {
@@ -53,12 +54,14 @@ TEST(Fa4, CountsTheRescalesCpuFa4Counts) {
   auto gpu = registered_subject("cuda.fa4");
   auto cpu = cpu::make_cpu_fa4();
   ASSERT_TRUE(gpu) << "cuda.fa4 is registered on Hopper";
+  // (d = 256: both tile the keys by 64, cuda.fa4's tile there, cpu.fa4's block_k_large_d)
+  for (const int d : {128, 256}) {
   for (const char* tau : {"0", "2", "8"}) {
     gpu->set_option("tau", tau), cpu->set_option("tau", tau);
     for (double logit_scale : {1.0, 8.0}) {
       gradcheck::Case c;
-      c.shape = {1, 4, 4, 256, 1024, 128, 128};
-      c.scale = 1 / std::sqrt(128.0);
+      c.shape = {1, 4, 4, 256, 1024, d, d};
+      c.scale = 1 / std::sqrt(static_cast<double>(d));
       c.policy = PrecisionPolicy::parse("bf16");
       c.inputs = {gradcheck::Distribution::logits, logit_scale};
       c.seed = 17;
@@ -70,9 +73,34 @@ TEST(Fa4, CountsTheRescalesCpuFa4Counts) {
       // The two compute a tile's max from S summed in different orders (tensor-core trees against increasing
       // order): a decision can flip only where tile_max - m lies within a few fp32 ulps of tau, so the counts
       // agree but for a handful of (row, tile) pairs out of 1024 rows x 7 tiles.
-      EXPECT_LE(std::fabs(g - w), 2 + 0.002 * w) << "tau " << tau << ", logits:" << logit_scale << ": cuda.fa4 " << g << ", cpu.fa4 " << w;
-      std::cout << "tau " << tau << ", logits:" << logit_scale << ": rescales cuda.fa4 " << g << ", cpu.fa4 " << w << " (of "
-                << c.shape.heads_q * c.shape.seq_q * (c.shape.seq_k / 128 - 1) << " row-tiles after the first)\n";
+      EXPECT_LE(std::fabs(g - w), 2 + 0.002 * w) << "d " << d << ", tau " << tau << ", logits:" << logit_scale << ": cuda.fa4 " << g << ", cpu.fa4 " << w;
+      const int tile = d > 128 ? kFa4KeyTileD256 : 128;
+      std::cout << "d " << d << ", tau " << tau << ", logits:" << logit_scale << ": rescales cuda.fa4 " << g << ", cpu.fa4 " << w << " (of "
+                << c.shape.heads_q * c.shape.seq_q * (c.shape.seq_k / tile - 1) << " row-tiles after the first)\n";
+    }
+  }
+  }
+}
+
+// d = 256 runs the grid scheduler with 64-key tiles: under scheduler=persistent the subject declares d = 64 and 128
+// only and refuses 256 with a message; cuda.fa3 (forward and backward) has no d = 256 and refuses it too.
+TEST(Fa4, HeadDim256RunsTheGridSchedulerOnly) {
+  REQUIRE_HOPPER();
+  auto fa4 = registered_subject("cuda.fa4"), fa3 = registered_subject("cuda.fa3");
+  ASSERT_TRUE(fa4 && fa3);
+  EXPECT_TRUE(fa4->info().supports_head_dim(256));
+  EXPECT_FALSE(fa3->info().supports_head_dim(256));
+  gradcheck::Case c = testing::forward_case({1, 2, 1, 70, 130, 256, 256}, Mask::causal_bottom_right, "bf16");
+  const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+  EXPECT_NO_THROW(gradcheck::Caller(*fa4, c).fwd(in.q, in.k, in.v));
+  fa4->set_option("scheduler", "persistent");
+  EXPECT_FALSE(fa4->info().supports_head_dim(256));
+  for (Subject* s : {fa4.get(), fa3.get()}) {
+    try {
+      gradcheck::Caller(*s, c).fwd(in.q, in.k, in.v);
+      ADD_FAILURE() << s->info().name << " accepted d = 256";
+    } catch (const SubjectError& e) {
+      EXPECT_NE(std::string(e.what()).find("256"), std::string::npos) << e.what();
     }
   }
 }
