@@ -34,6 +34,7 @@ struct CheckRequest {
   double floor_u = 1.0;
   std::vector<std::string> case_texts;
   int max_seq = 160;
+  int max_head_dim = 128;
   bool no_corpus = false;
   std::string corpus;
   std::string shard = "0/1";
@@ -174,6 +175,7 @@ int run(const CheckRequest& req) {
       gradcheck::RunOptions o;
       o.op = op, o.policy = policy, o.cases = req.cases, o.seed = req.seed, o.verdict = verdict;
       o.limits.max_seq = req.max_seq;
+      o.limits.max_head_dim = req.max_head_dim;
       o.shard = shard;
       const gradcheck::RunSummary s = gradcheck::run_cases(*subject, o, [&](const gradcheck::CaseReport& r) {
         if (records) records->write(experiments::check_record(r, info.name, device));
@@ -231,6 +233,7 @@ void add_check_command(CLI::App& app) {
   cmd->add_option("--floor-u", req->floor_u, "Verdict: absolute floor in units of (u_t + u_acc (sqrt(L) + A)) M, the rounding noise of a correct implementation")->capture_default_str();
   cmd->add_option("--case", req->case_texts, "Run exactly this case (as printed by a failure) instead of generated ones; repeatable");
   cmd->add_option("--max-seq", req->max_seq, "Longest sequence the generator draws")->capture_default_str()->check(at_least(1));
+  cmd->add_option("--max-head-dim", req->max_head_dim, "Largest head dim the generator draws (within the subject's own)")->capture_default_str()->check(at_least(1));
   cmd->add_option("--shard", req->shard, "Check shard I of N (0 <= I < N) of the generated cases: case i when i mod N = I; the shards' --json records concatenate")
       ->capture_default_str();
   cmd->add_flag("--no-corpus", req->no_corpus, "Do not add failures to the regression corpus");

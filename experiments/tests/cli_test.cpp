@@ -166,6 +166,7 @@ TEST(Cli, OutOfBoundsNumbersNameTheBound) {
   } refused[] = {
       {"check --subject cpu.naive --cases 0", "--cases: must be at least 1, not 0"},
       {"check --subject cpu.naive --max-seq -3", "must be at least 1, not -3"},
+      {"check --subject cpu.naive --max-head-dim 0", "--max-head-dim: must be at least 1, not 0"},
       {"bench --preheat nan", "must be at least 0, not nan"},
       {"bench --repeats many", "'many' is not a number"},
       {"bench --rounds 0", "--rounds: must be at least 1, not 0"},

@@ -18,7 +18,8 @@
 // scaling is exact, as in cpu.fa3.fp8.
 //
 // Shared memory per CTA: Q (groups x 64) x d bytes; per stage a K tile (B keys x d) and a V^T tile (d x 128 keys per box).
-// Rows of 128 bytes use the 128-byte swizzle, rows of 64 bytes (d = 64's Q and K) the 64-byte swizzle.
+// Rows of 128 bytes use the 128-byte swizzle, rows of 64 bytes (d = 64's Q and K) the 64-byte swizzle; at d = 256 Q and K
+// land as two boxes of 128-byte rows (E4m3Ops::kDBoxes).
 #include "kernels/cuda/fa3_fp8_kernels.hpp"
 
 #include <cuda_bf16.h>
@@ -151,9 +152,9 @@ void require_grid(int heads, int batch, const char* what) {
 // --- the forward ---------------------------------------------------------------------------------------------
 // (A 3-stage ring measured 1-3 % slower than 2 stages at d = 128, N = 4k and 16k, H200, 163e754: the FP8 tiles
 // arrive in time with two.)
-// Groups consumer warpgroups: kForwardGroups<D> (three at d = 64) with P in registers, or three at d = 128 with P in
-// shared memory (PShared). The layout changes when rows are computed, not how: the same bits.
-// o_map: O's map where work.o_by_tma (the kernel stages O only where its Q and P tiles hold it: PShared).
+// Groups consumer warpgroups: kForwardGroups<D> (three at d = 64) with P in registers, or three at d = 128 (two at 256)
+// with P in shared memory (PShared). The layout changes when rows are computed, not how: the same bits.
+// o_map: O's map where work.o_by_tma (the kernel stages O only where its Q and P tiles hold it: PShared at d = 128).
 // Turns: the consumer groups take turns to issue (fa3_fp8_takes_turns).
 // VInKernel: V's tiles as stored, transposed by the producer warpgroup (fa3_fp8_transposes_v_in_kernel).
 // Persistent: one CTA per SM walking the work tiles longest first (fa3_fp8_persistent), the kernel with P in shared
@@ -216,8 +217,9 @@ void launch_fp8_kernel(const Fp8Launch& l) {
 
 }  // namespace
 
-// automatic: shared wherever it runs (d = 128 with 128-key tiles), + 5-7 % without a mask on the H200 (NOTES "P from
-// shared memory"); it gives the register path's bits, so the choice changes the time only.
+// automatic: shared at d = 128 with 128-key tiles, + 5-7 % without a mask on the H200 (NOTES "P from shared memory"); not
+// at 256, where it measured level to 2 % slower (NOTES "Head dim 256"). It gives the register path's bits, so the choice
+// changes the time only.
 bool fa3_fp8_p_from_shared(const Fp8ForwardParams& f) {
   return f.p_operand == Fp8POperand::shared || (f.p_operand == Fp8POperand::automatic && fp8_p_shared_by_default(f.block_k, f.p.shape.head_dim));
 }
@@ -288,12 +290,13 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
     throw std::runtime_error("cuda.fa3.fp8: key tiles (block_k) of 128, or 224 at head dim 128 (got " + std::to_string(f.block_k) + " at head dim " + std::to_string(s.head_dim) + ")");
   }
   if (f.p_operand == Fp8POperand::shared && !fp8_p_shared_supported(f.block_k, s.head_dim)) {
-    throw std::runtime_error("cuda.fa3.fp8: P from shared memory (p_operand=shared) at head dim 128 with block_k 128 only (got head dim " + std::to_string(s.head_dim) +
+    throw std::runtime_error("cuda.fa3.fp8: P from shared memory (p_operand=shared) at head dim 128 or 256 with block_k 128 only (got head dim " + std::to_string(s.head_dim) +
                              ", block_k " + std::to_string(f.block_k) + ")");
   }
   if (f.turns == Fp8Turns::none && !fa3_fp8_p_from_shared(f)) {
-    throw std::runtime_error("cuda.fa3.fp8: turns=none with P in shared memory only (head dim 128, block_k 128, p_operand auto or shared; got head dim " +
-                             std::to_string(s.head_dim) + ", block_k " + std::to_string(f.block_k) + ")");
+    const char* p_operand = f.p_operand == Fp8POperand::registers ? "registers" : f.p_operand == Fp8POperand::shared ? "shared" : "auto";
+    throw std::runtime_error("cuda.fa3.fp8: turns=none with P in shared memory only (block_k 128; p_operand=shared at head dim 128 or 256, or auto at 128; got head dim " +
+                             std::to_string(s.head_dim) + ", block_k " + std::to_string(f.block_k) + ", p_operand=" + p_operand + ")");
   }
   const bool v_in_kernel = fa3_fp8_transposes_v_in_kernel(f);
   if (v_in_kernel && !fp8_v_in_kernel_supported(f.block_k, s.head_dim)) {

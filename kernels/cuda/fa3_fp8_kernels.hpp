@@ -19,7 +19,7 @@ namespace fc::kernels::cuda {
 
 constexpr int kFp8BlockRows = 128;  // rows of Q per block exponent (cpu.fa3.fp8's block_q), and of K and V by default (block_k)
 
-// The key tiles cuda.fa3.fp8 is compiled for (Fp8ForwardParams::block_k): 128 at both head dims, and FA3's FP8 tile at
+// The key tiles cuda.fa3.fp8 is compiled for (Fp8ForwardParams::block_k): 128 at every head dim (64, 128, 256), and FA3's FP8 tile at
 // d = 128, 224 (a step's FP8 products are short, so a longer tile spreads its fixed costs). FA3's d = 64 tile, 160 keys
 // with three consumer groups, spills in the step at 160 registers and measured 4-8 % slower (NOTES): not compiled.
 inline bool fp8_key_tile_supported(int block_k, int head_dim) {
@@ -29,10 +29,11 @@ inline bool fp8_key_tile_supported(int block_k, int head_dim) {
 // Keys of V^T per row: Nk rounded up to the 128-key tile (the padding holds zeros).
 inline int fp8_vt_keys(int seq_k) { return (seq_k + 127) / 128 * 128; }
 
-// Where P V reads P (the A operand) from: registers (two consumer warpgroups at d = 128, three at d = 64) or a tile in
-// shared memory (three consumer warpgroups at d = 128, key tiles of 128 only: without P's 16 registers ptxas no longer
-// serialises the wgmma of three groups of 160 registers, though the step still spills: kernels/cuda/NOTES.md, "P from
-// shared memory"). automatic is shared where fp8_p_shared_supported allows it, registers elsewhere.
+// Where P V reads P (the A operand) from: registers (two consumer warpgroups at d = 128 and 256, three at d = 64) or a
+// tile in shared memory (key tiles of 128 only; three consumer warpgroups at d = 128: without P's 16 registers ptxas no
+// longer serialises the wgmma of three groups of 160 registers, though the step still spills: kernels/cuda/NOTES.md, "P
+// from shared memory"; two at d = 256). automatic is shared where fp8_p_shared_by_default says (d = 128), registers
+// elsewhere.
 enum class Fp8POperand : std::uint8_t { automatic, registers, shared };
 inline bool fp8_p_shared_supported(int block_k, int head_dim) { return block_k == 128 && (head_dim == 128 || head_dim == 256); }
 // Where automatic takes shared memory: d = 128, where it lets three groups run. At d = 256 both forms have two groups, and
@@ -47,7 +48,7 @@ enum class Fp8Turns : std::uint8_t { automatic, ring, none };
 // Where V^T comes from (8-bit wgmma reads its B operand K-major only, so P V needs V transposed): pass, the
 // transpose_v_e4m3 pass the caller runs before the forward into Fp8ForwardParams::vt; kernel, V's tiles as stored
 // (Fp8ForwardParams::v), rewritten by the forward's producer warpgroup in shared memory (FA3's in-kernel transpose), with
-// key tiles of 128 only: no V^T buffer, but the kernel measured 2-7 % slower than the pass and the kernel together
+// key tiles of 128 at d = 64 and 128 only: no V^T buffer, but the kernel measured 2-7 % slower than the pass and the kernel together
 // (kernels/cuda/NOTES.md, "FA3's V transpose in the kernel"), so automatic is the pass. The same bits either way.
 enum class Fp8VTranspose : std::uint8_t { automatic, pass, kernel };
 constexpr bool fp8_v_in_kernel_supported(int block_k, int head_dim) { return block_k == 128 && head_dim <= 128; }
@@ -87,7 +88,7 @@ struct Fp8ForwardParams {
 
 // Head dims 64, 128 and 256; strides TMA can describe (multiples of 16 bytes, a 16-byte aligned base).
 bool fa3_fp8_supports(const ForwardParams& p);
-// Whether fa3_fp8_forward runs f with P in shared memory (and three consumer groups): the launcher's own rule.
+// Whether fa3_fp8_forward runs f with P in shared memory (three consumer groups at d = 128, two at 256): the launcher's own rule.
 bool fa3_fp8_p_from_shared(const Fp8ForwardParams& f);
 // Whether fa3_fp8_forward stores O through shared memory and TMA: the launcher's own rule.
 bool fa3_fp8_o_by_tma(const Fp8ForwardParams& f);

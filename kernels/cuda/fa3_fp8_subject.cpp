@@ -72,8 +72,8 @@ class CudaFa3Fp8 final : public Subject {
       refresh_options();
       throw SubjectError(info_.name + ": " + name + "=" + value + " with block_k=" + std::to_string(options_.block_k) + ", p_operand=" + p_operand_name() +
                          ", turns=" + turns_name() + ", v_transpose=" + v_transpose_name() + ", scheduler=" + scheduler_name() +
-                         ": no kernel runs these together at any head dim (turns=none and scheduler=persistent need P in shared memory: head dim 128, "
-                         "block_k=128, p_operand auto or shared; scheduler=persistent also turns auto or none and v_transpose auto or pass)");
+                         ": no kernel runs these together at any head dim (turns=none needs P in shared memory: block_k=128, p_operand=shared at head dim 128 "
+                         "or 256, or auto at 128; scheduler=persistent the same at head dim 128 only, with turns auto or none and v_transpose auto or pass)");
     }
   }
 
@@ -396,11 +396,11 @@ class CudaFa3Fp8 final : public Subject {
                       "registers elsewhere: at 256 shared measured level to 2 % slower)"},
                      {"epilogue", options_.epilogue == Fa3Epilogue::stores ? "stores" : "automatic",
                       "automatic: O through shared memory (the group's Q and P tiles) and one TMA store per 64-column box where P is in shared "
-                      "memory, O is rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"},
+                      "memory (at d = 128), O is rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"},
                      {"turns", turns_name(), "whether the consumer groups take turns to issue their products: ring (FA3's ping-pong), none (each group "
                       "issues as soon as its own P is ready; P in shared memory only), auto (none where P is in shared memory, ring elsewhere). The same bits"},
                      {"v_transpose", v_transpose_name(), "where V is transposed for P V (FP8 products read V^T): kernel (the forward's producer warpgroup, "
-                      "tile by tile in shared memory, FA3's ldmatrix.trans and stmatrix; block_k=128 only; no V^T buffer, but the kernel alone measured 2-7 % "
+                      "tile by tile in shared memory, FA3's ldmatrix.trans and stmatrix; block_k=128 at d = 64 and 128 only; no V^T buffer, but the kernel alone measured 2-7 % "
                       "slower than the pass and the kernel together at N = 4k-16k), pass (a kernel over V before the "
                       "forward, into a V^T buffer), auto (the pass). The same bits"},
                      {"scheduler", scheduler_name(),

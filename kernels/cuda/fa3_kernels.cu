@@ -1,11 +1,12 @@
-// cuda.fa3's and cuda.fa4's forward in 16-bit formats (kernels/cuda/NOTES.md, "cuda.fa3, cuda.fa4"): FlashAttention-3
+// cuda.fa3's and cuda.fa4's forward in 16-bit formats (kernels/cuda/NOTES.md, "cuda.fa3, cuda.fa4"; d = 256: "Head dim 256"): FlashAttention-3
 // on Hopper's TMA and warpgroup MMA, in the schedules the plan's steps add, each kept so that one run measures them
 // side by side:
 //   - one_group (step 1, this file): one warpgroup per 64 query rows; thread 0 refills a 2-stage K/V ring; each
 //     product is waited for before the softmax that needs it;
 //   - ws, ws_overlap, ws_overlap_pingpong (steps 2 and 3) and cuda.fa4's variants: fa3_forward.cuh's
 //     warp-specialised kernel, instantiated here with Wide16Ops (bf16 or fp16 operands).
-// The arithmetic is the same in every schedule: S by wgmma m64n128k16 from shared memory (Q and K K-major);
+// The arithmetic is the same in every schedule: S by wgmma m64n128k16 (m64n64k16 with cuda.fa4's 64-key tiles at d = 256)
+// from shared memory (Q and K K-major);
 // FA2's online softmax (exp2 in log2 units, the row max by quads, masks only on tiles that cross Nk or the
 // diagonal); P rounded to the storage format (bf16 or fp16) in registers and O += P V by wgmma with A from
 // registers and V's tile as an MN-major B (HopperPrimitives.IdentityTimesVFromAnMnMajorTileIsExact checks that
@@ -13,8 +14,8 @@
 // happen, so they produce the same bits.
 //
 // Shared memory (dynamic, 1024-byte aligned: the 128-byte swizzle's atom): Q as boxes of 64 rows x 64 d (8 KiB
-// each; d / 64 per warpgroup), then per stage K as d / 64 boxes of 128 keys x 64 d (16 KiB each), then per stage
-// V the same.
+// each; d / 64 per warpgroup), then per stage K as d / 64 boxes of 128 keys x 64 d (16 KiB each; at d = 256 boxes of 64
+// keys, 8 KiB), then per stage V the same.
 #include "kernels/cuda/fa3_kernels.hpp"
 
 #include <cuda_bf16.h>
@@ -162,7 +163,7 @@ void launch_fa4(const Fa4Options& options, const Maps& m, const ForwardParams& p
       case 0: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 0>, false, kFa4KeyTileD256, G>(m, p, stream, name);
       case 2: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 1>, false, kFa4KeyTileD256, G>(m, p, stream, name);
       case 8: return launch_ws<T, D, 2, true, true, SoftmaxRule<true, 4>, false, kFa4KeyTileD256, G>(m, p, stream, name);
-      default: throw std::logic_error("cuda.fa4 at head dim 256: the grid scheduler with exp2 emulation on 0, 1 or 4 eighths");
+      default: throw std::runtime_error("cuda.fa4 at head dim 256: exp2 emulation on " + std::to_string(options.emulated_eighths) + " eighths: compiled for 0, 1, 4");
     }
   } else {
     switch (variant) {
@@ -238,7 +239,6 @@ bool supports_with(const ForwardParams& p, bool d256) {
 }  // namespace
 
 bool fa3_supports(const ForwardParams& p) { return supports_with(p, false); }
-bool fa4_supports(const ForwardParams& p) { return supports_with(p, true); }
 
 namespace {
 Maps maps_of(const ForwardParams& p, const char* family, Fa3Epilogue epilogue, int key_tile = kBlockN, bool d256 = false) {

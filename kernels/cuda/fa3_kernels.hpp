@@ -77,19 +77,18 @@ void fa3_backward(const BackwardParams& p, cudaStream_t stream);
 // waits for it.
 unsigned fa3_dq_ready_count(const AttentionShapeParams& s);
 
-// cuda.fa4's forward: ws_overlap_pingpong (three groups at d = 64 with the grid scheduler) with FA4's softmax
-// (fa3_forward.cuh, SoftmaxRule): the running max
-// raised only when a tile's max exceeds it by p.rescale_threshold or more (log2 units; the count added to
-// *p.rescale_count when set), and emulated_eighths / 8 of the exponentials (0, 1 or 4) by the cubic exp2
-// emulation on the FMA pipes; persistent: one CTA per SM walking the work tiles longest first (WorkTiles)
-// instead of one CTA per tile.
 // cuda.fa4's key tile at head dim 256 (64 and 128 take 128): O's 128 fp32 registers a consumer thread leave room for
 // S and P of 64 keys, and two stages of 64-key K and V tiles (32 KiB each) fit beside Q's 64 KiB. cpu.fa4's twin tiles
 // its keys the same way there (its block_k_large_d).
 constexpr int kFa4KeyTileD256 = 64;
-// Head dims 64, 128 and 256 (cuda.fa4's forward), with fa3_supports' strides.
-bool fa4_supports(const ForwardParams& p);
 
+// cuda.fa4's forward at head dims 64, 128 and 256: ws_overlap_pingpong (three groups at d = 64 with the grid scheduler;
+// two groups and kFa4KeyTileD256-key tiles at 256, the grid scheduler only: persistent is refused there) with FA4's
+// softmax (fa3_forward.cuh, SoftmaxRule): the running max
+// raised only when a tile's max exceeds it by p.rescale_threshold or more (log2 units; the count added to
+// *p.rescale_count when set), and emulated_eighths / 8 of the exponentials (0, 1 or 4) by the cubic exp2
+// emulation on the FMA pipes; persistent: one CTA per SM walking the work tiles longest first (WorkTiles)
+// instead of one CTA per tile.
 struct Fa4Options {
   int emulated_eighths = 0;
   bool persistent = false;

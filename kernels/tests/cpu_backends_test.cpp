@@ -159,7 +159,8 @@ TEST(CpuBackends, TileSizesAndThresholdsChangeTheScheduleNotTheResult) {
 }
 
 // cpu.fa4 tiles its keys as cuda.fa4 does: 128 at d <= 128, 64 above (block_k_large_d), where the tiles decide which
-// running max each P is rounded against. So at d = 160 its default gives block_k=64's bits, and at d = 128 block_k=128's.
+// running max each P is rounded against. So at d = 160 its default gives block_k=64's bits, and at d = 128 (the boundary,
+// which keeps 128) block_k=128's.
 TEST(CpuBackends, Fa4TilesKeysBy64AboveHeadDim128) {
   for (const int d : {128, 160}) {
     const Shapes sh{{1, 2, 1, 70, 200, d, d}, Mask::none};

@@ -153,6 +153,7 @@ TEST_P(CudaAttention, PassesTheHarnessInEveryOpAndPolicy) {
       const int cases = harness_cases() / under_test().harness_divisor;
       o.cases = std::max(1, o.policy.rounding == Rounding::stochastic ? cases / 4 : cases);
       o.limits.max_seq = 300;
+      o.limits.max_head_dim = 256;  // (cuda.fa4 declares d = 256)
       const gradcheck::RunSummary r = gradcheck::run_cases(*subject, o);
       std::cout << label() << " " << name(op) << " " << policy << ": " << r.passed << " passed, " << r.discarded << " discarded, " << r.weak
                 << " weak of " << r.cases << "; worst err/base " << r.worst_ratio << ", worst ULP " << r.worst_ulp << ", " << r.seconds
@@ -268,6 +269,7 @@ TEST_P(CudaAttention, AgreesWithItsCpuTwinWithinTheAccumulationOrderDifference) 
     int tensors = 0, tensors2 = 0;  // (2: the double backward's outputs)
     gradcheck::GeneratorLimits limits;
     limits.max_seq = 300;
+    limits.max_head_dim = 256;
     const rc::Gen<gradcheck::Case> cases = gradcheck::case_generator(gpu->info(), policy, limits);
     rc::Random random(11);
     for (int i = 0; i < 60; ++i) {

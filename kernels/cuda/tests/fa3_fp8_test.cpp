@@ -75,6 +75,7 @@ TEST(CudaFa3Fp8, PassesTheHarness) {
       o.op = Op::fwd, o.policy = PrecisionPolicy::parse(policy), o.seed = harness_seed();
       o.cases = o.policy.rounding == Rounding::stochastic ? std::max(1, harness_cases() / 4) : harness_cases();
       o.limits.max_seq = 300;
+      o.limits.max_head_dim = 256;  // (d = 256: two groups, P in registers or shared memory)
       const gradcheck::RunSummary r = gradcheck::run_cases(*s, o);
       std::cout << "cuda.fa3.fp8 " << variant_name << " fwd " << policy << ": " << r.passed << " passed, " << r.discarded << " discarded, " << r.weak << " weak of " << r.cases
                 << "; worst err/base " << r.worst_ratio << ", " << r.seconds << " s\n";
@@ -239,6 +240,7 @@ TEST(CudaFa3Fp8, AgreesWithCpuFa3Fp8WithinTheAccumulationOrderDifference) {
       const PrecisionPolicy policy = PrecisionPolicy::parse(policy_text);
       gradcheck::GeneratorLimits limits;
       limits.max_seq = 300;
+      limits.max_head_dim = 256;
       const rc::Gen<gradcheck::Case> cases = gradcheck::case_generator(gpu->info(), policy, limits);
       rc::Random random(11);
       double worst = 0, worst_l = 0, differing = 0;
@@ -501,7 +503,7 @@ TEST(CudaFa3Fp8, PersistentSchedulerUnderCausalMasksWhereItsKernelRuns) {
 
 // (host only) SubjectInfo::head_dims empty means every head dim, so an accepted set of options must leave at least one
 // compiled one: every combination of the options that pick the kernel, set from the defaults in two orders, each value
-// accepted or refused with SubjectError; after each accepted one the subject declares head dims, each of them 64 or 128.
+// accepted or refused with SubjectError; after each accepted one the subject declares head dims, each of them 64, 128 or 256.
 TEST(CudaFa3Fp8, EveryAcceptedOptionSetDeclaresAHeadDim) {
   const std::vector<std::pair<const char*, std::vector<const char*>>> options = {{"block_k", {"128", "224"}},
                                                                                  {"p_operand", {"auto", "registers", "shared"}},
@@ -550,6 +552,12 @@ TEST(CudaFa3Fp8, OByTmaWhereQAndPTilesHoldIt) {
   f.epilogue = Fa3Epilogue::automatic;
   f.p_operand = Fp8POperand::registers;
   EXPECT_FALSE(fa3_fp8_o_by_tma(f)) << "P in registers: no tile for O's second box";
+  f.p_operand = Fp8POperand::shared, f.p.shape.head_dim = 256;
+  alignas(16) static std::uint16_t o256[2 * 300 * 256];
+  f.p.o = {o256, 2 * 300 * 256, 300 * 256, 256};
+  EXPECT_FALSE(fa3_fp8_o_by_tma(f)) << "d = 256, P shared: O's four boxes against the Q tile's two and the P tile's one";
+  f.p.shape.head_dim = 128, f.p.o = {o, 2 * 300 * 128, 300 * 128, 128};
+  EXPECT_TRUE(fa3_fp8_o_by_tma(f)) << "back at d = 128, P shared";
   f.p_operand = Fp8POperand::automatic, f.block_k = 224;
   EXPECT_FALSE(fa3_fp8_o_by_tma(f)) << "224-key tiles (P in registers)";
   f.block_k = 128, f.p.rounding.stochastic = true;
@@ -576,21 +584,26 @@ TEST(CudaFa3Fp8, PFromSharedMemoryGivesTheRegisterPathsBits) {
   registers->set_option("p_operand", "registers"), shared->set_option("p_operand", "shared"), shared_ring->set_option("p_operand", "shared");
   shared->set_option("turns", "none"), shared_ring->set_option("turns", "ring");
   int compared = 0;
-  for (const char* policy : {"e4m3", "e4m3,o=fp16", "e4m3,round=sr,seed=5"}) {
-    for (int nq : {1, 65, 129, 200, 300}) {
-      for (int nk : {1, 128, 129, 383, 640}) {
-        for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
-          gradcheck::Case c;
-          c.shape = {2, 4, 2, nq, nk, 128, 128};
-          c.mask = m, c.scale = 1 / std::sqrt(128.0);
-          c.policy = PrecisionPolicy::parse(policy);
-          c.seed = static_cast<std::uint64_t>(nq * 1000 + nk);
-          const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
-          const gradcheck::Outputs want = gradcheck::Caller(*registers, c).fwd(in.q, in.k, in.v);
-          for (Subject* subject : {shared.get(), shared_ring.get()}) {
-            const std::string turns = subject == shared.get() ? "turns=none" : "turns=ring";
-            testing::expect_output_bits(gradcheck::Caller(*subject, c).fwd(in.q, in.k, in.v), want, turns, "the register path", c);
-            ++compared;
+  // (d = 128: three groups with P shared against two with P in registers; d = 256: two groups either way, fewer shapes)
+  for (int d : {128, 256}) {
+    const std::vector<int> nqs = d == 128 ? std::vector<int>{1, 65, 129, 200, 300} : std::vector<int>{1, 129, 300};
+    const std::vector<int> nks = d == 128 ? std::vector<int>{1, 128, 129, 383, 640} : std::vector<int>{1, 129, 640};
+    for (const char* policy : {"e4m3", "e4m3,o=fp16", "e4m3,round=sr,seed=5"}) {
+      for (int nq : nqs) {
+        for (int nk : nks) {
+          for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
+            gradcheck::Case c;
+            c.shape = {2, 4, 2, nq, nk, d, d};
+            c.mask = m, c.scale = 1 / std::sqrt(static_cast<double>(d));
+            c.policy = PrecisionPolicy::parse(policy);
+            c.seed = static_cast<std::uint64_t>(d * 100000 + nq * 1000 + nk);
+            const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+            const gradcheck::Outputs want = gradcheck::Caller(*registers, c).fwd(in.q, in.k, in.v);
+            for (Subject* subject : {shared.get(), shared_ring.get()}) {
+              const std::string turns = subject == shared.get() ? "turns=none" : "turns=ring";
+              testing::expect_output_bits(gradcheck::Caller(*subject, c).fwd(in.q, in.k, in.v), want, turns, "the register path", c);
+              ++compared;
+            }
           }
         }
       }

@@ -56,29 +56,44 @@ TEST(Fa4, CountsTheRescalesCpuFa4Counts) {
   ASSERT_TRUE(gpu) << "cuda.fa4 is registered on Hopper";
   // (d = 256: both tile the keys by 64, cuda.fa4's tile there, cpu.fa4's block_k_large_d)
   for (const int d : {128, 256}) {
-  for (const char* tau : {"0", "2", "8"}) {
-    gpu->set_option("tau", tau), cpu->set_option("tau", tau);
-    for (double logit_scale : {1.0, 8.0}) {
-      gradcheck::Case c;
-      c.shape = {1, 4, 4, 256, 1024, d, d};
-      c.scale = 1 / std::sqrt(static_cast<double>(d));
-      c.policy = PrecisionPolicy::parse("bf16");
-      c.inputs = {gradcheck::Distribution::logits, logit_scale};
-      c.seed = 17;
-      const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
-      gradcheck::Caller(*gpu, c).fwd(in.q, in.k, in.v);
-      gradcheck::Caller(*cpu, c).fwd(in.q, in.k, in.v);
-      const double g = counter_of(*gpu, "rescales"), w = counter_of(*cpu, "rescales");
-      ASSERT_GE(g, 0) << "cuda.fa4 reports no rescales counter";
-      // The two compute a tile's max from S summed in different orders (tensor-core trees against increasing
-      // order): a decision can flip only where tile_max - m lies within a few fp32 ulps of tau, so the counts
-      // agree but for a handful of (row, tile) pairs out of 1024 rows x 7 tiles.
-      EXPECT_LE(std::fabs(g - w), 2 + 0.002 * w) << "d " << d << ", tau " << tau << ", logits:" << logit_scale << ": cuda.fa4 " << g << ", cpu.fa4 " << w;
-      const int tile = d > 128 ? kFa4KeyTileD256 : 128;
-      std::cout << "d " << d << ", tau " << tau << ", logits:" << logit_scale << ": rescales cuda.fa4 " << g << ", cpu.fa4 " << w << " (of "
-                << c.shape.heads_q * c.shape.seq_q * (c.shape.seq_k / tile - 1) << " row-tiles after the first)\n";
+    for (const char* tau : {"0", "2", "8"}) {
+      gpu->set_option("tau", tau), cpu->set_option("tau", tau);
+      for (double logit_scale : {1.0, 8.0}) {
+        gradcheck::Case c;
+        c.shape = {1, 4, 4, 256, 1024, d, d};
+        c.scale = 1 / std::sqrt(static_cast<double>(d));
+        c.policy = PrecisionPolicy::parse("bf16");
+        c.inputs = {gradcheck::Distribution::logits, logit_scale};
+        c.seed = 17;
+        const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+        gradcheck::Caller(*gpu, c).fwd(in.q, in.k, in.v);
+        gradcheck::Caller(*cpu, c).fwd(in.q, in.k, in.v);
+        const double g = counter_of(*gpu, "rescales"), w = counter_of(*cpu, "rescales");
+        ASSERT_GE(g, 0) << "cuda.fa4 reports no rescales counter";
+        // The two compute a tile's max from S summed in different orders (tensor-core trees against increasing
+        // order): a decision can flip only where tile_max - m lies within a few fp32 ulps of tau, so the counts
+        // agree but for a handful of (row, tile) pairs out of 1024 rows x 7 tiles (15 at d = 256).
+        EXPECT_LE(std::fabs(g - w), 2 + 0.002 * w) << "d " << d << ", tau " << tau << ", logits:" << logit_scale << ": cuda.fa4 " << g << ", cpu.fa4 " << w;
+        const int tile = d > 128 ? kFa4KeyTileD256 : 128;
+        std::cout << "d " << d << ", tau " << tau << ", logits:" << logit_scale << ": rescales cuda.fa4 " << g << ", cpu.fa4 " << w << " (of "
+                  << c.shape.heads_q * c.shape.seq_q * (c.shape.seq_k / tile - 1) << " row-tiles after the first)\n";
+      }
     }
   }
+}
+
+// (host only) fa4_forward's own refusal of the persistent scheduler at d = 256, before any map or launch: a caller of the
+// launcher, not only the subject, gets the reason.
+TEST(Fa4, LauncherRefusesThePersistentSchedulerAtHeadDim256) {
+  ForwardParams p;
+  p.shape = {1, 2, 2, 300, 300, 256, CausalMask::top_left, 0.0625f};
+  Fa4Options options;
+  options.persistent = true;
+  try {
+    fa4_forward(p, options, nullptr);
+    ADD_FAILURE() << "fa4_forward accepted the persistent scheduler at d = 256";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("persistent scheduler at head dim 64 or 128 only (got 256)"), std::string::npos) << e.what();
   }
 }
 
