@@ -156,6 +156,25 @@ def test_bench_gives_the_ratio_per_clock_where_both_clocks_were_read(tmp_path):
     assert {(r["subject"], r["SM MHz"], r["W"]) for r in bench.table} == {("torch.sdpa.cudnn", 1800, 690), ("cuda.fa3", 1700, 690)}
 
 
+def test_bench_reads_an_fp8_row_against_our_fastest_16_bit_forward_and_the_baseline(tmp_path):
+    # e4m3 at 1000 TFLOP/s (1760 MHz) against cuda.fa4's bf16 at 720 (1600 MHz), cuda.fa3's 700 and cuDNN's 660 (1660 MHz)
+    # on the same problem: 1.39x our fastest bf16 (1.26x per clock), 1.52x cuDNN's; no finding for a problem without a
+    # 16-bit row (8k here)
+    def rec(subject, dtype, rate, mhz, n=16384):
+        return header("bench", verdict="measured", device="cuda: test GPU", subject=subject, op="fwd", dtype=dtype, policy=dtype,
+                      mask="none", shape={"B": 1, "Hq": 8, "Hkv": 8, "Nq": n, "Nk": n, "d": 256, "dv": 256},
+                      x={"name": "N", "value": n}, method="device events",
+                      metrics={"median_ms": 1.0, "min_ms": 1.0, "max_ms": 1.0, "flops": 1e12, "tflops": rate, "device_bytes": 0,
+                               "sm_clock_mhz": mhz, "power_w": 690.0})
+    recs = [rec("torch.sdpa.cudnn", "bf16", 660.0, 1660.0), rec("cuda.fa4", "bf16", 720.0, 1600.0), rec("cuda.fa3", "bf16", 700.0, 1600.0),
+            rec("cuda.fa3.fp8", "e4m3", 1000.0, 1760.0), rec("cuda.fa3.fp8", "e4m3", 900.0, 1760.0, n=8192)]
+    write_jsonl(tmp_path / "r" / "bench.jsonl", recs)
+    bench = figure(render([tmp_path / "r"], tmp_path / "out"), "bench")
+    fp8 = [f for f in bench.findings if " e4m3 " in f]
+    assert fp8 == ["fwd e4m3 d=256 none N=16384: cuda.fa3.fp8 1000 TFLOP/s; 1.39x our fastest bf16 (cuda.fa4 720 TFLOP/s) (1.26x per clock), "
+                   "1.52x torch.sdpa.cudnn's bf16 (1.43x per clock)"]
+
+
 def test_hvp_bench_draws_time_and_memory_with_fitted_exponents_and_lists_oom(tmp_path):
     def rec(subject, n, ms, peak, status="ok"):
         metrics = {"status": status, "median_ms": ms, "ms": [ms], "peak_bytes": peak} if status == "ok" else {"status": status, "reason": "CUDA out of memory"}

@@ -1,7 +1,9 @@
 """bench: attention throughput on the GPU (`flashcheck bench`), TFLOP/s against N per subject, one
 panel per op (rows) and head dim x mask (columns); PyTorch's SDPA backends dashed. The findings give
 each of our subjects' speed relative to a baseline measured in the same run: torch.sdpa.cudnn where it was
-measured (the reference of `flashcheck bench`'s table and of the issues' goals), else torch.sdpa.flash."""
+measured (the reference of `flashcheck bench`'s table and of the issues' goals), else torch.sdpa.flash. A row in an
+8-bit format (e4m3), which no baseline runs, is read against the same problem in a 16-bit format instead: against our
+fastest 16-bit forward there (the issue's FP8 goal is stated against our bf16) and against the baseline's."""
 
 import math
 
@@ -11,6 +13,8 @@ from .common import series, x_of
 
 OPS = ("fwd", "bwd")
 BASELINES = ("torch.sdpa.cudnn", "torch.sdpa.flash")  # the first one measured for a problem divides its row
+EIGHT_BIT = ("e4m3", "e5m2")
+SIXTEEN_BIT = ("bf16", "fp16")  # an 8-bit row's reference format: the first one measured for the problem
 
 
 def _tflops(r):
@@ -77,5 +81,41 @@ def draw(records, out_dir):
         ours = ", ".join(f"{s} {ratio(v, mhz)}" for s, (v, mhz) in sorted(points.items()) if s.startswith("cuda."))
         if ours:
             findings.append(f"{op} {dtype} d={d} {mask} N={n:g}: {baseline} {base:.0f} TFLOP/s; {ours}")
+    findings += _eight_bit_findings(by_key)
     figure.findings = findings
     return [save(fig, out_dir, figure)]
+
+
+def _per_clock(rate, mhz, ref, ref_mhz):
+    """The ratio per clock where both SM clocks were read (NaN where one was not), as the findings above give it."""
+    if mhz == mhz and ref_mhz == ref_mhz and mhz > 0 and ref_mhz > 0:
+        return f" ({rate / mhz / (ref / ref_mhz):.2f}x per clock)"
+    return ""
+
+
+def _eight_bit_findings(by_key):
+    """Each of our subjects in an 8-bit format against the same op and problem in 16 bits (bf16, else fp16): our fastest
+    cuda.* subject there and the baseline's time there (the bench table's `*` rows read against the baseline only)."""
+    findings = []
+    for (op, dtype, d, mask, n), points in sorted(by_key.items()):
+        if dtype not in EIGHT_BIT:
+            continue
+        reference = next((by_key[(op, f, d, mask, n)] for f in SIXTEEN_BIT if (op, f, d, mask, n) in by_key), None)
+        ref_format = next((f for f in SIXTEEN_BIT if (op, f, d, mask, n) in by_key), None)
+        if reference is None:
+            continue
+        ours16 = [(v, mhz, s) for s, (v, mhz) in reference.items() if s.startswith("cuda.") and v]
+        baseline = next((b for b in BASELINES if reference.get(b) and reference[b][0]), None)
+        for subject, (rate, mhz) in sorted(points.items()):
+            if not subject.startswith("cuda.") or not rate:
+                continue
+            parts = []
+            if ours16:
+                best, best_mhz, best_subject = max(ours16)
+                parts.append(f"{rate / best:.2f}x our fastest {ref_format} ({best_subject} {best:.0f} TFLOP/s)" + _per_clock(rate, mhz, best, best_mhz))
+            if baseline is not None:
+                base, base_mhz = reference[baseline]
+                parts.append(f"{rate / base:.2f}x {baseline}'s {ref_format}" + _per_clock(rate, mhz, base, base_mhz))
+            if parts:
+                findings.append(f"{op} {dtype} d={d} {mask} N={n:g}: {subject} {rate:.0f} TFLOP/s; " + ", ".join(parts))
+    return findings
