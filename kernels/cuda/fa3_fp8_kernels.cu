@@ -294,9 +294,8 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
                              ", block_k " + std::to_string(f.block_k) + ")");
   }
   if (f.turns == Fp8Turns::none && !fa3_fp8_p_from_shared(f)) {
-    const char* p_operand = f.p_operand == Fp8POperand::registers ? "registers" : f.p_operand == Fp8POperand::shared ? "shared" : "auto";
     throw std::runtime_error("cuda.fa3.fp8: turns=none with P in shared memory only (block_k 128; p_operand=shared at head dim 128 or 256, or auto at 128; got head dim " +
-                             std::to_string(s.head_dim) + ", block_k " + std::to_string(f.block_k) + ", p_operand=" + p_operand + ")");
+                             std::to_string(s.head_dim) + ", block_k " + std::to_string(f.block_k) + ", p_operand=" + fp8_p_operand_name(f.p_operand) + ")");
   }
   const bool v_in_kernel = fa3_fp8_transposes_v_in_kernel(f);
   if (v_in_kernel && !fp8_v_in_kernel_supported(f.block_k, s.head_dim)) {

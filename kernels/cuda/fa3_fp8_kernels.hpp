@@ -35,6 +35,8 @@ inline int fp8_vt_keys(int seq_k) { return (seq_k + 127) / 128 * 128; }
 // from shared memory"; two at d = 256). automatic is shared where fp8_p_shared_by_default says (d = 128), registers
 // elsewhere.
 enum class Fp8POperand : std::uint8_t { automatic, registers, shared };
+// The option value that names each (cuda.fa3.fp8's p_operand, and the launcher's messages).
+inline const char* fp8_p_operand_name(Fp8POperand p) { return p == Fp8POperand::registers ? "registers" : p == Fp8POperand::shared ? "shared" : "auto"; }
 inline bool fp8_p_shared_supported(int block_k, int head_dim) { return block_k == 128 && (head_dim == 128 || head_dim == 256); }
 // Where automatic takes shared memory: d = 128, where it lets three groups run. At d = 256 both forms have two groups, and
 // P from shared memory measured level to 2 % slower than from registers (H200, kernels/cuda/NOTES.md "Head dim 256").

@@ -434,14 +434,7 @@ class CudaFa3Fp8 final : public Subject {
     return info_.name + ": p_operand=shared with block_k=224: P from shared memory takes key tiles of 128 (three consumer groups cannot hold S of 224 keys)";
   }
 
-  const char* p_operand_name() const {
-    switch (options_.p_operand) {
-      case Fp8POperand::registers: return "registers";
-      case Fp8POperand::shared: return "shared";
-      case Fp8POperand::automatic: break;
-    }
-    return "auto";
-  }
+  const char* p_operand_name() const { return fp8_p_operand_name(options_.p_operand); }
 
   const char* scheduler_name() const {
     switch (options_.scheduler) {

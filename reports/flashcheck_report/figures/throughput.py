@@ -71,14 +71,8 @@ def draw(records, out_dir):
             continue
         base, base_mhz = points[baseline]
 
-        def ratio(rate, mhz):
-            # (with both SM clocks read, also the ratio per clock: at a power limit the clock differs from kernel to
-            # kernel, and the work a clock does is the kernel's own part; kernels/cuda/device_monitor.hpp)
-            text = f"{rate / base:.2f}x"
-            if mhz == mhz and base_mhz == base_mhz and mhz > 0 and base_mhz > 0:  # (NaN where a clock was not read)
-                text += f" ({rate / mhz / (base / base_mhz):.2f}x per clock, {mhz:.0f} against {base_mhz:.0f} MHz)"
-            return text
-        ours = ", ".join(f"{s} {ratio(v, mhz)}" for s, (v, mhz) in sorted(points.items()) if s.startswith("cuda."))
+        ours = ", ".join(f"{s} {v / base:.2f}x{_per_clock(v, mhz, base, base_mhz, clocks=True)}"
+                         for s, (v, mhz) in sorted(points.items()) if s.startswith("cuda."))
         if ours:
             findings.append(f"{op} {dtype} d={d} {mask} N={n:g}: {baseline} {base:.0f} TFLOP/s; {ours}")
     findings += _eight_bit_findings(by_key)
@@ -86,11 +80,13 @@ def draw(records, out_dir):
     return [save(fig, out_dir, figure)]
 
 
-def _per_clock(rate, mhz, ref, ref_mhz):
-    """The ratio per clock where both SM clocks were read (NaN where one was not), as the findings above give it."""
-    if mhz == mhz and ref_mhz == ref_mhz and mhz > 0 and ref_mhz > 0:
-        return f" ({rate / mhz / (ref / ref_mhz):.2f}x per clock)"
-    return ""
+def _per_clock(rate, mhz, ref, ref_mhz, clocks=False):
+    """With both SM clocks read (NaN where one was not), the ratio per clock, and with `clocks` the two clocks: at a power
+    limit the clock differs from kernel to kernel, and the work a clock does is the kernel's own part
+    (kernels/cuda/device_monitor.hpp)."""
+    if not (mhz == mhz and ref_mhz == ref_mhz and mhz > 0 and ref_mhz > 0):
+        return ""
+    return f" ({rate / mhz / (ref / ref_mhz):.2f}x per clock" + (f", {mhz:.0f} against {ref_mhz:.0f} MHz)" if clocks else ")")
 
 
 def _eight_bit_findings(by_key):
