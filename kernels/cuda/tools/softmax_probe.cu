@@ -18,17 +18,24 @@
 //   5. the softmax after the warpgroup's own 4 QGMMA, into registers of their own or as its S (fresh from the
 //      accumulator);
 //   6. the softmax beside a warpgroup of mbarrier try_wait loops, of shared stores with fence.proxy.async (a pack's), or
-//      of shuffles.
+//      of shuffles;
+//   7. (--exp-forms) the FP8 step's exponentials with P packed to e4m3, each pair of a row either by MUFU.EX2 or by a
+//      packed-half polynomial (exp2_half2 below: fp16 arithmetic, two exponentials an instruction), on a share of the
+//      pairs, alone and beside QGMMA; and that polynomial's error against exp2 over the arguments P can have.
 // Each softmax call takes the previous call's P as its S (the chain a kernel step has from S to P); the values stay
 // finite and bounded.
 //
-// Usage: softmax-probe [--all-sms] (--all-sms: the "alone" rows on every SM at once, one CTA each).
+// Usage: softmax-probe [--all-sms | --exp-forms] (--all-sms: the "alone" rows on every SM at once, one CTA each;
+// --exp-forms: only rows 7, with softmax_tile_as's as the reference).
 
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "kernels/cuda/fa3_forward.cuh"
@@ -83,7 +90,47 @@ __device__ float fold(const float (&sc)[kNb][4], const RowStats& st) {
   return acc;
 }
 
-enum class Work { softmax, softmax_tile, mufu_only, exp_and_sums };
+enum class Work { softmax, softmax_tile, mufu_only, exp_and_sums, exp_pack };
+
+// 2^x0 and 2^x1 (x <= 0) in fp16 arithmetic, two lanes an instruction: x rounded to fp16 and clamped at -14 (below
+// that P rounds to 0 in e4m3 anyway: its least subnormal is 2^-9), n = round(x) by the 1551 trick (fp16 spacing 1
+// in [1024, 2048); 1551 = 1536 + 15 leaves n + 15 in the low 4 bits), f = x - n in [-1/2, 1/2], 2^f by a degree-2
+// polynomial (relative error 2.2e-3 with fp16 coefficients, far under e4m3's spacing of 1/8), and 2^n formed from n +
+// 15 as fp16's exponent field. A candidate for the FP8 step, where P keeps 3 bits: MUFU does one exponential a
+// lane, this form two an instruction on the FMA pipes.
+__device__ inline __half2 exp2_half2(float x0, float x1) {
+  const __half2 h = __hmax2(__floats2half2_rn(x0, x1), __float2half2_rn(-14.f));
+  const __half2 magic = __float2half2_rn(1551.f);
+  const __half2 t = __hadd2(h, magic);
+  const __half2 f = __hsub2(h, __hsub2(t, magic));
+  const __half2 p = __hfma2(__hfma2(__float2half2_rn(0.2384f), f, __float2half2_rn(0.7031f)), f, __float2half2_rn(1.f));
+  std::uint32_t bits;
+  std::memcpy(&bits, &t, 4);
+  bits = (bits << 10) & 0x3C003C00u;  // (each lane's n + 15 into its exponent field)
+  __half2 scale;
+  std::memcpy(&scale, &bits, 4);
+  return __hmul2(p, scale);
+}
+
+// The share of a row's pairs that --exp-forms takes by exp2_half2: the pairs of n8 blocks nb with nb % 8 < Eighths.
+template <int Eighths>
+struct HalfShare {
+  static constexpr int kEighths = Eighths;
+};
+
+// One pair of a row's P (x = S scaled, less the max) rounded to e4m3 and packed (low = x0), summed into the row's sum:
+// by MUFU.EX2 and an fp32 sum, or by exp2_half2 and a packed-half sum (converted once a call).
+__device__ inline std::uint32_t e4m3_pair_by_mufu(float x0, float x1, float& sum) {
+  const float p0 = fast_exp2(x0), p1 = fast_exp2(x1);
+  sum += p0;
+  sum += p1;
+  return __nv_cvt_float2_to_fp8x2(make_float2(p0, p1), __NV_SATFINITE, __NV_E4M3);
+}
+__device__ inline std::uint32_t e4m3_pair_by_half2(float x0, float x1, __half2& sum) {
+  const __half2 p = exp2_half2(x0, x1);
+  sum = __hadd2(sum, p);
+  return __nv_cvt_halfraw2_to_fp8x2(static_cast<__half2_raw>(p), __NV_SATFINITE, __NV_E4M3);
+}
 
 template <Work W, class Rule>
 __device__ void step(float (&sc)[kNb][4], RowStats& st, const GroupThread& th, const AttentionShapeParams& s) {
@@ -100,6 +147,27 @@ __device__ void step(float (&sc)[kNb][4], RowStats& st, const GroupThread& th, c
     for (int nb = 0; nb < kNb; ++nb) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) sc[nb][i] = fast_exp2(fmaf(sc[nb][i], kScale2, -1.f));
+    }
+  } else if constexpr (W == Work::exp_pack) {
+    // (the max is the row's previous sum scaled to nothing: each call waits for the last, as a step's P waits for S)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float m = 1.f + st.l[r] * 1e-30f;
+      float sum = 0.f;
+      __half2 half_sum = __float2half2_rn(0.f);
+      std::uint32_t words = 0;
+#pragma unroll
+      for (int nb = 0; nb < kNb; nb += 2) {
+        std::uint32_t half_words[2];
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          const float x0 = fmaf(sc[nb + k][2 * r], kScale2, -m), x1 = fmaf(sc[nb + k][2 * r + 1], kScale2, -m);
+          half_words[k] = (nb + k) % 8 < Rule::kEighths ? e4m3_pair_by_half2(x0, x1, half_sum) : e4m3_pair_by_mufu(x0, x1, sum);
+        }
+        words ^= half_words[0] | (half_words[1] << 16);  // (the packed words reach the chain: none is dead code)
+      }
+      const float2 halves = __half22float2(half_sum);
+      st.l[r] += sum + halves.x + halves.y + __uint_as_float(words & 0x007fffffu);
     }
   } else {
 #pragma unroll
@@ -201,7 +269,7 @@ constexpr int kInstructionsAPair(Neighbour n) { return n == Neighbour::hgmma || 
 
 // The last warpgroup issues `pairs` product pairs (Neighbour) on fill_operands' bytes; the others run the softmax.
 // `accumulate` is 1, or 0 for qgmma_overwrite (a runtime value: see above).
-template <Neighbour N, Work W = Work::softmax>
+template <Neighbour N, Work W = Work::softmax, class Rule = Fa3Rule>
 __global__ void __launch_bounds__(384) beside_products(float* out, long long* cycles, int iters, int pairs, int accumulate) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* smem = fill_operands(smem_raw);
@@ -229,7 +297,7 @@ __global__ void __launch_bounds__(384) beside_products(float* out, long long* cy
     out[threadIdx.x] = keep;
     return;
   }
-  timed_steps<W, Fa3Rule>(out, cycles, iters);
+  timed_steps<W, Rule>(out, cycles, iters);
 }
 
 // Each softmax warp first runs a product of its own (S = Q K^T at d = 128: 4 QGMMA), waited for before the call: into
@@ -298,6 +366,24 @@ __global__ void __launch_bounds__(256) beside_noise(float* out, long long* cycle
   }
 }
 
+// exp2_half2 against exp2 (in double) at `count` arguments evenly spaced over [lo, 0]: the largest relative error of
+// the fp16 result where 2^x is an fp16 normal (x >= -14), and how many of the e4m3 roundings differ from exp2's (the
+// fp32 value of MUFU's path rounded by the same conversion), over all arguments.
+__global__ void exp2_half2_error(float lo, int count, unsigned* max_relative_bits, unsigned* e4m3_differs) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= count) return;
+  const float x = lo - lo * static_cast<float>(i) / static_cast<float>(count - 1);
+  const __half2 y = exp2_half2(x, x);
+  const double exact = exp2(static_cast<double>(x));
+  if (x >= -14.f) {
+    const float relative = static_cast<float>(fabs(static_cast<double>(__low2float(y)) - exact) / exact);
+    atomicMax(max_relative_bits, __float_as_uint(relative));  // (non-negative floats order as their bits)
+  }
+  const std::uint32_t by_half = __nv_cvt_halfraw2_to_fp8x2(static_cast<__half2_raw>(y), __NV_SATFINITE, __NV_E4M3) & 0xffu;
+  const std::uint32_t by_mufu = __nv_cvt_float2_to_fp8x2(make_float2(static_cast<float>(exact), 0.f), __NV_SATFINITE, __NV_E4M3) & 0xffu;
+  if (by_half != by_mufu) atomicAdd(e4m3_differs, 1u);
+}
+
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
     std::fprintf(stderr, "softmax-probe: %s: %s\n", what, cudaGetErrorString(e));
@@ -338,15 +424,19 @@ void run_alone(const char* what, int threads) {
   std::printf("%-44s %2d warps a SM: %7.1f clocks a call\n", what, threads / 32, per_call);
 }
 
-const char* work_name(Work w) { return w == Work::softmax ? "softmax" : w == Work::exp_and_sums ? "exp + sums" : "64 FFMA + MUFU"; }
+template <Work W, class Rule = Fa3Rule>
+std::string work_name() {
+  if constexpr (W == Work::exp_pack) return "e4m3 P, " + std::to_string(Rule::kEighths) + "/8 by half2";
+  return W == Work::softmax ? "softmax" : W == Work::exp_and_sums ? "exp + sums" : "64 FFMA + MUFU";
+}
 
-template <Neighbour N, Work W = Work::softmax>
+template <Neighbour N, Work W = Work::softmax, class Rule = Fa3Rule>
 void run_beside_products(const char* what, int softmax_groups, int pairs) {
   const int threads = 128 * (softmax_groups + 1);
-  check(cudaFuncSetAttribute(beside_products<N, W>, cudaFuncAttributeMaxDynamicSharedMemorySize, kQkBytes + 1024), "cudaFuncSetAttribute");
+  check(cudaFuncSetAttribute(beside_products<N, W, Rule>, cudaFuncAttributeMaxDynamicSharedMemorySize, kQkBytes + 1024), "cudaFuncSetAttribute");
   long long products[2] = {};
   const double per_call = clocks_a_call(4 * softmax_groups, [&](float* out, long long* cycles, int iters, bool timed) {
-    beside_products<N, W><<<1, threads, kQkBytes + 1024>>>(out, cycles, iters, timed ? pairs : 1, N == Neighbour::qgmma_overwrite ? 0 : 1);
+    beside_products<N, W, Rule><<<1, threads, kQkBytes + 1024>>>(out, cycles, iters, timed ? pairs : 1, N == Neighbour::qgmma_overwrite ? 0 : 1);
   }, &products);
   if (pairs > 0) {
     // (the row holds only if the products outlast the softmax's calls; it says so where they do not)
@@ -354,10 +444,10 @@ void run_beside_products(const char* what, int softmax_groups, int pairs) {
     const bool outlasted = static_cast<double>(products[0]) >= per_call * kIters;
     // ("in pairs": the neighbour's share of its time from a pair's issue to its results read, not the tensor pipe's)
     std::printf("%s, %d warpgroup(s), beside %-15s %5d pairs (%5.1f clocks an instruction, in pairs %3.0f %%): %7.1f clocks a call%s\n",
-                work_name(W), softmax_groups, what, pairs, per_instruction, 100.0 * products[1] / products[0], per_call,
+                work_name<W, Rule>().c_str(), softmax_groups, what, pairs, per_instruction, 100.0 * products[1] / products[0], per_call,
                 outlasted ? "" : " (the products ended first: too few pairs)");
   } else {
-    std::printf("%s, %d warpgroup(s), no products beside it: %51s %7.1f clocks a call\n", work_name(W), softmax_groups, "", per_call);
+    std::printf("%s, %d warpgroup(s), no products beside it: %51s %7.1f clocks a call\n", work_name<W, Rule>().c_str(), softmax_groups, "", per_call);
   }
 }
 
@@ -378,14 +468,57 @@ void run_beside_noise(const char* what) {
 
 }  // namespace
 
+template <int... Eighths>
+void run_exp_forms_alone(int threads) {
+  (run_alone<Work::exp_pack, HalfShare<Eighths>>(work_name<Work::exp_pack, HalfShare<Eighths>>().c_str(), threads), ...);
+}
+template <int... Eighths>
+void run_exp_forms_beside_qgmma(int softmax_groups) {
+  (run_beside_products<Neighbour::qgmma, Work::exp_pack, HalfShare<Eighths>>("", softmax_groups, 0), ...);
+  (run_beside_products<Neighbour::qgmma, Work::exp_pack, HalfShare<Eighths>>("QGMMA", softmax_groups, 4000), ...);
+}
+
+// Rows 7: exp2_half2's error, then the FP8 exponentials by share, with the 16-bit softmax as the reference.
+void run_exp_forms() {
+  unsigned* counters = nullptr;
+  check(cudaMalloc(&counters, 2 * sizeof(unsigned)), "cudaMalloc");
+  for (const float lo : {-14.f, -20.f}) {
+    constexpr int kCount = 1 << 20;
+    check(cudaMemset(counters, 0, 2 * sizeof(unsigned)), "cudaMemset");
+    exp2_half2_error<<<kCount / 256, 256>>>(lo, kCount, counters, counters + 1);
+    check(cudaDeviceSynchronize(), "exp2_half2_error");
+    unsigned h[2] = {};
+    check(cudaMemcpy(h, counters, sizeof(h), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    float relative = 0.f;
+    std::memcpy(&relative, &h[0], 4);
+    std::printf("exp2_half2 over [%g, 0], %d arguments: largest relative error %.3g (x >= -14); e4m3 P differing from exp2's rounding: %u (%.3f %%)\n",
+                lo, kCount, relative, h[1], 100.0 * h[1] / kCount);
+  }
+  cudaFree(counters);
+  for (int threads : {128, 384}) {
+    run_alone<Work::softmax>("softmax_tile_as (unmasked, FA3's rule)", threads);
+    run_exp_forms_alone<0, 2, 4, 6, 8>(threads);
+  }
+  for (int groups : {1, 2}) {
+    run_beside_products<Neighbour::qgmma>("", groups, 0);
+    run_beside_products<Neighbour::qgmma>("QGMMA", groups, 4000);
+    run_exp_forms_beside_qgmma<0, 2, 4, 8>(groups);
+  }
+}
+
 int main(int argc, char** argv) {
-  if (argc > 2 || (argc == 2 && std::string(argv[1]) != "--all-sms")) {  // (before the device: a usage error is one on any machine)
-    std::fprintf(stderr, "softmax-probe: unknown argument '%s'\nusage: softmax-probe [--all-sms]\n", argv[argc - 1]);
+  const std::string flag = argc == 2 ? argv[1] : "";
+  if (argc > 2 || (argc == 2 && flag != "--all-sms" && flag != "--exp-forms")) {  // (before the device: a usage error is one on any machine)
+    std::fprintf(stderr, "softmax-probe: unknown argument '%s'\nusage: softmax-probe [--all-sms | --exp-forms]\n", argv[argc - 1]);
     return 2;
   }
   const cudaDeviceProp prop = fc::kernels::cuda::tools::hopper_device_or_exit("softmax-probe");
-  if (argc == 2) g_ctas = prop.multiProcessorCount;
+  if (flag == "--all-sms") g_ctas = prop.multiProcessorCount;
   std::printf("%s; %d CTA(s), one a SM (the clocks of one CTA's warps); SM clocks (clock64) per call, the mean over the working warps of %d calls\n", prop.name, g_ctas, kIters);
+  if (flag == "--exp-forms") {
+    run_exp_forms();
+    return 0;
+  }
   for (int threads : {32, 128, 256, 384, 512}) run_alone<Work::softmax>("softmax_tile_as (unmasked, FA3's rule)", threads);
   for (int threads : {128, 384}) run_alone<Work::softmax_tile>("softmax_tile (the kernel's entry, unmasked)", threads);
   for (int threads : {128, 384}) run_alone<Work::softmax_tile, Fa3Rule, 8>("softmax_tile, 8 copies in the loop", threads);
