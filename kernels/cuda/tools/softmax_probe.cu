@@ -92,14 +92,15 @@ __device__ float fold(const float (&sc)[kNb][4], const RowStats& st) {
 
 enum class Work { softmax, softmax_tile, mufu_only, exp_and_sums, exp_pack };
 
-// 2^x0 and 2^x1 (x <= 0) in fp16 arithmetic, two lanes an instruction: x rounded to fp16 and clamped at -14 (below
-// that P rounds to 0 in e4m3 anyway: its least subnormal is 2^-9), n = round(x) by the 1551 trick (fp16 spacing 1
-// in [1024, 2048); 1551 = 1536 + 15 leaves n + 15 in the low 4 bits), f = x - n in [-1/2, 1/2], 2^f by a degree-2
-// polynomial (relative error 2.2e-3 with fp16 coefficients, far under e4m3's spacing of 1/8), and 2^n formed from n +
-// 15 as fp16's exponent field. A candidate for the FP8 step, where P keeps 3 bits: MUFU does one exponential a
-// lane, this form two an instruction on the FMA pipes.
+// 2^x0 and 2^x1 (x < 1/2: FA3's rule's P, never a stale max's) in fp16 arithmetic, two lanes an instruction: x
+// rounded to fp16 and clamped at -15, n = round(x) by the 1551 trick (fp16 spacing 1 in [1024, 2048); 1551 = 1536 + 15
+// leaves n + 15 in the low 4 bits), f = x - n in [-1/2, 1/2], 2^f by a degree-2 polynomial (relative error 2.2e-3 with
+// fp16 coefficients, far under e4m3's spacing of 1/8), and 2^n formed from n + 15 as fp16's exponent field. At n = -15
+// that field is 0 and so is the result: every x below -14.5 (-inf included) gives exactly 0, so nothing reaches the
+// row's sum where P is 0 (a clamp at -14 would add 2^-14 a key there). A candidate for the FP8 step, where P keeps
+// 3 bits: MUFU does one exponential a lane, this form two an instruction on the FMA pipe.
 __device__ inline __half2 exp2_half2(float x0, float x1) {
-  const __half2 h = __hmax2(__floats2half2_rn(x0, x1), __float2half2_rn(-14.f));
+  const __half2 h = __hmax2(__floats2half2_rn(x0, x1), __float2half2_rn(-15.f));
   const __half2 magic = __float2half2_rn(1551.f);
   const __half2 t = __hadd2(h, magic);
   const __half2 f = __hsub2(h, __hsub2(t, magic));
@@ -113,6 +114,7 @@ __device__ inline __half2 exp2_half2(float x0, float x1) {
 }
 
 // The share of a row's pairs that --exp-forms takes by exp2_half2: the pairs of n8 blocks nb with nb % 8 < Eighths.
+// (It travels through step, timed_steps and beside_products in their softmax rule's place: Work::exp_pack has no rule.)
 template <int Eighths>
 struct HalfShare {
   static constexpr int kEighths = Eighths;
@@ -164,10 +166,12 @@ __device__ void step(float (&sc)[kNb][4], RowStats& st, const GroupThread& th, c
           const float x0 = fmaf(sc[nb + k][2 * r], kScale2, -m), x1 = fmaf(sc[nb + k][2 * r + 1], kScale2, -m);
           half_words[k] = (nb + k) % 8 < Rule::kEighths ? e4m3_pair_by_half2(x0, x1, half_sum) : e4m3_pair_by_mufu(x0, x1, sum);
         }
-        words ^= half_words[0] | (half_words[1] << 16);  // (the packed words reach the chain: none is dead code)
+        words ^= half_words[0] | (half_words[1] << 16);
       }
+      // (every packed byte reaches the chain through the next call's max, so no conversion is dead code: the two
+      // halves folded, then 23 bits as a tiny float)
       const float2 halves = __half22float2(half_sum);
-      st.l[r] += sum + halves.x + halves.y + __uint_as_float(words & 0x007fffffu);
+      st.l[r] += sum + halves.x + halves.y + __uint_as_float((words ^ (words >> 16)) & 0x007fffffu);
     }
   } else {
 #pragma unroll
@@ -366,22 +370,30 @@ __global__ void __launch_bounds__(256) beside_noise(float* out, long long* cycle
   }
 }
 
-// exp2_half2 against exp2 (in double) at `count` arguments evenly spaced over [lo, 0]: the largest relative error of
-// the fp16 result where 2^x is an fp16 normal (x >= -14), and how many of the e4m3 roundings differ from exp2's (the
-// fp32 value of MUFU's path rounded by the same conversion), over all arguments.
-__global__ void exp2_half2_error(float lo, int count, unsigned* max_relative_bits, unsigned* e4m3_differs) {
+// exp2_half2 against exp2 (in double) at `count` pairs of arguments over [lo, 0]: x evenly spaced in the low lane, lo - x
+// in the high lane (both lanes checked, with different arguments). Counters: [0] the largest relative error of the fp16
+// result where 2^x is an fp16 normal (x >= -14), as float bits; [1] how many e4m3 roundings of it differ from exp2's
+// (the exact value rounded to fp32, then by the same conversion); [2] how many arguments have a nonzero e4m3 P by
+// exp2's rounding (x >= -10: e4m3's least subnormal is 2^-9), the share where the difference can show.
+__global__ void exp2_half2_error(float lo, int count, unsigned* counters) {
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= count) return;
   const float x = lo - lo * static_cast<float>(i) / static_cast<float>(count - 1);
-  const __half2 y = exp2_half2(x, x);
-  const double exact = exp2(static_cast<double>(x));
-  if (x >= -14.f) {
-    const float relative = static_cast<float>(fabs(static_cast<double>(__low2float(y)) - exact) / exact);
-    atomicMax(max_relative_bits, __float_as_uint(relative));  // (non-negative floats order as their bits)
+  const float args[2] = {x, lo - x};
+  const __half2 y = exp2_half2(args[0], args[1]);
+  const float by_half[2] = {__low2float(y), __high2float(y)};
+#pragma unroll
+  for (int lane = 0; lane < 2; ++lane) {
+    const double exact = exp2(static_cast<double>(args[lane]));
+    if (args[lane] >= -14.f) {
+      const float relative = static_cast<float>(fabs(static_cast<double>(by_half[lane]) - exact) / exact);
+      atomicMax(&counters[0], __float_as_uint(relative));  // (non-negative floats order as their bits)
+    }
+    const std::uint32_t half_p = __nv_cvt_halfraw2_to_fp8x2(static_cast<__half2_raw>(__float2half2_rn(by_half[lane])), __NV_SATFINITE, __NV_E4M3) & 0xffu;
+    const std::uint32_t exp2_p = __nv_cvt_float2_to_fp8x2(make_float2(static_cast<float>(exact), 0.f), __NV_SATFINITE, __NV_E4M3) & 0xffu;
+    if (half_p != exp2_p) atomicAdd(&counters[1], 1u);
+    if (exp2_p != 0) atomicAdd(&counters[2], 1u);
   }
-  const std::uint32_t by_half = __nv_cvt_halfraw2_to_fp8x2(static_cast<__half2_raw>(y), __NV_SATFINITE, __NV_E4M3) & 0xffu;
-  const std::uint32_t by_mufu = __nv_cvt_float2_to_fp8x2(make_float2(static_cast<float>(exact), 0.f), __NV_SATFINITE, __NV_E4M3) & 0xffu;
-  if (by_half != by_mufu) atomicAdd(e4m3_differs, 1u);
 }
 
 void check(cudaError_t e, const char* what) {
@@ -481,18 +493,19 @@ void run_exp_forms_beside_qgmma(int softmax_groups) {
 // Rows 7: exp2_half2's error, then the FP8 exponentials by share, with the 16-bit softmax as the reference.
 void run_exp_forms() {
   unsigned* counters = nullptr;
-  check(cudaMalloc(&counters, 2 * sizeof(unsigned)), "cudaMalloc");
+  check(cudaMalloc(&counters, 3 * sizeof(unsigned)), "cudaMalloc");
   for (const float lo : {-14.f, -20.f}) {
     constexpr int kCount = 1 << 20;
-    check(cudaMemset(counters, 0, 2 * sizeof(unsigned)), "cudaMemset");
-    exp2_half2_error<<<kCount / 256, 256>>>(lo, kCount, counters, counters + 1);
+    check(cudaMemset(counters, 0, 3 * sizeof(unsigned)), "cudaMemset");
+    exp2_half2_error<<<kCount / 256, 256>>>(lo, kCount, counters);
     check(cudaDeviceSynchronize(), "exp2_half2_error");
-    unsigned h[2] = {};
-    check(cudaMemcpy(h, counters, sizeof(h), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    unsigned host_counters[3] = {};
+    check(cudaMemcpy(host_counters, counters, sizeof(host_counters), cudaMemcpyDeviceToHost), "cudaMemcpy");
     float relative = 0.f;
-    std::memcpy(&relative, &h[0], 4);
-    std::printf("exp2_half2 over [%g, 0], %d arguments: largest relative error %.3g (x >= -14); e4m3 P differing from exp2's rounding: %u (%.3f %%)\n",
-                lo, kCount, relative, h[1], 100.0 * h[1] / kCount);
+    std::memcpy(&relative, &host_counters[0], 4);
+    std::printf("exp2_half2 over [%g, 0], %d arguments (both lanes): largest relative error %.3g (x >= -14); e4m3 P differing "
+                "from exp2's rounding: %u (%.3f %% of all, %.3f %% of those with a nonzero P)\n",
+                lo, 2 * kCount, relative, host_counters[1], 100.0 * host_counters[1] / (2.0 * kCount), 100.0 * host_counters[1] / host_counters[2]);
   }
   cudaFree(counters);
   for (int threads : {128, 384}) {
