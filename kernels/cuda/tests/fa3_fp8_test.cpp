@@ -68,7 +68,7 @@ TEST(CudaFa3Fp8, PassesTheHarness) {
   auto s = fp8_subject();
   ASSERT_TRUE(s) << "cuda.fa3.fp8 is not registered on a Hopper GPU";
   for (const Fp8Variant& variant : kVariants) {
-    variant.apply(*s);  // (224 and shared: the subject declares d = 128 only, so the cases are drawn at 128)
+    variant.apply(*s);  // (the cases are drawn at the dims the subject then declares: 224 at d = 128 only, shared at 128 and 256)
     const std::string variant_name = variant.name();
     for (const char* policy : {"e4m3", "e4m3,round=sr,seed=5"}) {
       gradcheck::RunOptions o;
