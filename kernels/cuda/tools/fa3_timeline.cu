@@ -40,6 +40,8 @@
 // --epilogue stores: O by store_rows' 4-byte global stores instead of the launchers' shared memory and TMA store.
 // --turns none: three groups issue without turns (cuda.fa3's ws_overlap_3groups*; e4m3 at d = 128 only, P in shared
 // memory); with P in shared memory each group syncs its own 128 threads there, and the turn wait column is that wait.
+// --extra-smem BYTES: that many unused bytes of dynamic shared memory added to the launch (the persistent kernel's second
+// Q buffer is 32 KiB at d = 128: does the shared-memory size alone, and the L1 it leaves, move the grid kernel's step?).
 // --section S: the persistent scheduler's (batch, head) pairs per section (the launcher's choice otherwise:
 // persistent_work_tiles, one pair without a mask, L2-sized sections under a causal mask).
 #include <cuda_bf16.h>
@@ -72,6 +74,7 @@ using T = __nv_bfloat16;
 struct Config {
   int d = 128, n = 8192, key_tile = 128, groups = 2, repeats = 30, section = 0;  // (section 0: the launcher's choice)
   int batch = 0, heads = 0;  // (0 until parse() resolves them: the bench's B = 16384 / N and H = 2048 / d)
+  int extra_smem = 0;        // (--extra-smem: unused bytes of dynamic shared memory added to the launch)
   bool causal = false, persistent = false, o_by_tma = true, e4m3 = false, turns = true, v_in_kernel = false;
   bool selective = false;  // (--rule fa4: cuda.fa4's selective rescaling, tau = 8)
 };
@@ -79,7 +82,7 @@ struct Config {
 [[noreturn]] void usage_error(const std::string& what) {
   std::fprintf(stderr,
                "fa3-timeline: %s\nusage: fa3-timeline [--d 64|128] [--n N] [--batch B] [--heads H] [--dtype bf16|e4m3] [--key-tile 128|176|224] [--groups 2|3] "
-               "[--scheduler grid|persistent] [--section S] [--epilogue tma|stores] [--turns ring|none] [--v-transpose pass|kernel] [--rule fa3|fa4] [--causal] [--repeats R]\n",
+               "[--scheduler grid|persistent] [--section S] [--epilogue tma|stores] [--turns ring|none] [--v-transpose pass|kernel] [--rule fa3|fa4] [--causal] [--extra-smem BYTES] [--repeats R]\n",
                what.c_str());
   std::exit(2);
 }
@@ -132,6 +135,8 @@ Config parse(int argc, char** argv) {
       c.e4m3 = second_of_two(argc, argv, i, "bf16", "e4m3");
     } else if (a == "--section") {
       c.section = int_arg(argc, argv, i);
+    } else if (a == "--extra-smem") {
+      c.extra_smem = int_arg(argc, argv, i);
     } else if (a == "--causal") {
       c.causal = true;
     } else {
@@ -200,7 +205,7 @@ struct Run {
 
   // (persistent: the tile counter, cleared before each launch)
   template <class Timeline>
-  static void launch(ForwardParams p, const Fp8Inputs& fp8, const Timeline& timeline, int* counter, int section, bool o_by_tma) {
+  static void launch(ForwardParams p, const Fp8Inputs& fp8, const Timeline& timeline, int* counter, int section, bool o_by_tma, int extra_smem) {
     const AttentionShapeParams& s = p.shape;
     CUtensorMap q{}, k{}, v{};
     if constexpr (Ops::kBlockScales) {  // (the maps cuda.fa3.fp8's launcher builds)
@@ -217,7 +222,12 @@ struct Run {
     }
     const CUtensorMap o = map_sw128(layout_of(p.o), p.type, s, s.heads_q, s.seq_q, kGroupRows);
     auto* kernel = fa3_forward_ws_kernel<Ops, 2, true, Turns, Rule, Persistent, Groups, Timeline>;
-    allow_smem(kernel, static_cast<int>(kBytes), "fa3-timeline");
+    const std::size_t bytes = kBytes + static_cast<std::size_t>(extra_smem);
+    if (bytes > kSm90SharedBytesPerBlock) {
+      throw std::runtime_error("--extra-smem " + std::to_string(extra_smem) + ": the kernel's " + std::to_string(kBytes) + " bytes and the extra exceed sm_90's " +
+                               std::to_string(kSm90SharedBytesPerBlock) + " a block");
+    }
+    allow_smem(kernel, static_cast<int>(bytes), "fa3-timeline");
     const dim3 grid = grid_of(s, Layout::kCtaRows, "fa3-timeline");
     if constexpr (Persistent) {
       int sms = 0, l2_bytes = 0;
@@ -228,12 +238,12 @@ struct Run {
       check(cudaMemsetAsync(counter, 0, sizeof(int)), "cudaMemsetAsync (the tile counter)");
       p.work_counter = counter;
       work.o_by_tma = o_by_tma;
-      kernel<<<std::min(static_cast<int>(grid.x * grid.y * grid.z), sms), Layout::kThreads, kBytes>>>(q, k, v, o, p, work, fp8.ex, timeline);
+      kernel<<<std::min(static_cast<int>(grid.x * grid.y * grid.z), sms), Layout::kThreads, bytes>>>(q, k, v, o, p, work, fp8.ex, timeline);
     } else {
       WorkTiles work;
       work.o_by_tma = o_by_tma;
       work.ctas_in_flight = device_sm_count("fa3-timeline");
-      kernel<<<grid, Layout::kThreads, kBytes>>>(q, k, v, o, p, work, fp8.ex, timeline);
+      kernel<<<grid, Layout::kThreads, bytes>>>(q, k, v, o, p, work, fp8.ex, timeline);
     }
     check_launch("fa3-timeline");
   }
@@ -300,7 +310,7 @@ void measure(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
   std::vector<double> ms;
   for (int i = 0; i < 10 + c.repeats; ++i) {
     check(cudaEventRecord(start), "cudaEventRecord");
-    R::launch(p, fp8, NoTimeline{}, counter, c.section, c.o_by_tma);
+    R::launch(p, fp8, NoTimeline{}, counter, c.section, c.o_by_tma, c.extra_smem);
     check(cudaEventRecord(stop), "cudaEventRecord");
     check(cudaEventSynchronize(stop), "the kernel");
     float t = 0;
@@ -324,7 +334,7 @@ void measure(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
   check(cudaMemset(tile_stamps, 0, tile_count * sizeof(long long)), "cudaMemset");
   ClockTimeline timeline;
   timeline.stamps = stamps, timeline.head = s.heads_q / 2, timeline.tiles = tile_stamps, timeline.items = items;
-  R::launch(p, fp8, timeline, counter, c.section, c.o_by_tma);
+  R::launch(p, fp8, timeline, counter, c.section, c.o_by_tma, c.extra_smem);
   check(cudaDeviceSynchronize(), "the stamped kernel");
   std::vector<long long> h(count), tile_h(tile_count);
   check(cudaMemcpy(h.data(), stamps, count * sizeof(long long), cudaMemcpyDeviceToHost), "cudaMemcpy (stamps)");
