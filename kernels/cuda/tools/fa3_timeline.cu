@@ -64,6 +64,7 @@
 #include "kernels/cuda/fa3_fp8_ops.cuh"
 #include "kernels/cuda/hopper/tensor_map.hpp"
 #include "kernels/cuda/kernel_launch.cuh"
+#include "kernels/cuda/run_timer.hpp"
 
 namespace {
 
@@ -304,19 +305,11 @@ void measure(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
   int* counter = nullptr;
   check(cudaMalloc(&counter, sizeof(int)), "cudaMalloc (the tile counter)");
   using Layout = typename R::Layout;
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  std::vector<double> ms;
-  for (int i = 0; i < 10 + c.repeats; ++i) {
-    check(cudaEventRecord(start), "cudaEventRecord");
-    R::launch(p, fp8, NoTimeline{}, counter, c.section, c.o_by_tma, c.extra_smem);
-    check(cudaEventRecord(stop), "cudaEventRecord");
-    check(cudaEventSynchronize(stop), "the kernel");
-    float t = 0;
-    check(cudaEventElapsedTime(&t, start, stop), "cudaEventElapsedTime");
-    if (i >= 10) ms.push_back(t);
-  }
+  // (10 untimed runs, then RunTimer's: the stream is held while the host builds the tensor maps and, for the persistent
+  // kernel, clears its counter, so the events see the device's work alone, as in flashcheck bench; before this the
+  // host's launch work sat inside every timed run: NOTES "A caveat on fa3-timeline's TFLOP/s")
+  const std::vector<double> ms =
+      time_runs("fa3-timeline", 10, 0.0, c.repeats, [&] { R::launch(p, fp8, NoTimeline{}, counter, c.section, c.o_by_tma, c.extra_smem); }).milliseconds;
   const AttentionShapeParams& s = p.shape;
   const double flops = 4.0 * s.seq_q * static_cast<double>(s.seq_k) * D * s.batch * s.heads_q / (c.causal ? 2 : 1);
   const double t = median(ms);
