@@ -23,7 +23,9 @@
 // dense rate (4096 bf16 FLOP per clock per SM) over the period. The step stamps slow the CTAs that write them: their
 // step, from their own tile stamps, is printed beside every tile's (on an H200: + 20 % for the 16-bit two-group kernel,
 // + 7-8 % for FP8's three groups; NOTES "The step stamps' own cost"). So the phases describe those slower CTAs, and a
-// change is judged by the unstamped TFLOP/s and every tile's step, not by the stamped period.
+// change is judged by the unstamped TFLOP/s (alternated with the base in one call), not by the stamped period. Every
+// tile's step comes from the stamped launch, another build of the kernel, and can miss a change that the unstamped
+// kernel shows (NOTES "fa3-timeline on RunTimer, and the ring position two ways").
 //
 // --dtype e4m3 runs cuda.fa3.fp8's kernels (E4m3Ops, O in bf16, block exponents all 0, V's bytes drawn as they are and
 // transposed once by transpose_v_e4m3; the launcher's tensor maps, fa3_fp8_tensor_maps): --groups 3 at d = 128 is
