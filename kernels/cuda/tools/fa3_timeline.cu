@@ -307,9 +307,10 @@ void measure(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
   int* counter = nullptr;
   check(cudaMalloc(&counter, sizeof(int)), "cudaMalloc (the tile counter)");
   using Layout = typename R::Layout;
-  // (10 untimed runs, then RunTimer's: the stream is held while the host builds the tensor maps and, for the persistent
-  // kernel, clears its counter, so the events see the device's work alone, as in flashcheck bench; before this the
-  // host's launch work sat inside every timed run: NOTES "A caveat on fa3-timeline's TFLOP/s")
+  // (10 untimed runs, then RunTimer's: the stream is held while the host builds the tensor maps and enqueues the launch,
+  // so the events see the device's work alone, as in flashcheck bench; for the persistent kernel that work includes
+  // the counter's cudaMemsetAsync, as in its launchers. Before this the host's launch work sat inside every timed run:
+  // NOTES "A caveat on fa3-timeline's TFLOP/s")
   const std::vector<double> ms =
       time_runs("fa3-timeline", 10, 0.0, c.repeats, [&] { R::launch(p, fp8, NoTimeline{}, counter, c.section, c.o_by_tma, c.extra_smem); }).milliseconds;
   const AttentionShapeParams& s = p.shape;
