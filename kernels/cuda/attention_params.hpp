@@ -91,6 +91,10 @@ struct BackwardParams {
   // last one), the pairs before them key tile fastest, head by head. 0: head by head throughout (measured no slower:
   // NOTES, "The causal backward's launch order"); more than the pairs: all of them. The same arithmetic per tile.
   int key_pass_tail_heads = 0;
+  // fa3's key-tiled pass, how dK and dV leave: false, through shared memory (staged in the tile's K and V buffers) and
+  // TMA stores, where their layouts allow it (16-byte aligned, strides multiples of 8 elements); true, by 4-byte global
+  // stores from registers. The same bits either way (option bwd_epilogue; kernels/cuda/NOTES.md, version 14).
+  bool dk_dv_by_stores = false;
   DkDvLayout dk_dv_layout = DkDvLayout::automatic;
   int dk_dv_keys = 64;         // fa2, warp_keys layout: keys per block, 64 (4 warps) or 128 (8 warps)
   OutputRounding rounding;

@@ -366,7 +366,11 @@ class CudaFa3 final : public CudaAttentionSubject {
                       "rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"},
                      {"scheduler", "auto",
                       std::string(kSchedulerHelp) + ". Persistent runs with schedule auto (then two consumer groups at d = 64 too) or "
-                      "ws_overlap_pingpong and key_tile=128; auto takes it with schedule auto and key_tile=128 only"}};
+                      "ws_overlap_pingpong and key_tile=128; auto takes it with schedule auto and key_tile=128 only"},
+                     {"bwd_epilogue", "automatic",
+                      "automatic: the backward's key-tiled pass stores dK and dV through shared memory (the tile's K and V buffers) "
+                      "and one TMA store per 64-column box where their layouts allow it, 4-byte global stores otherwise; stores: "
+                      "always the latter. The same bits"}};
   }
 
   void set_option(const std::string& name, const std::string& value) override {
@@ -427,7 +431,15 @@ class CudaFa3 final : public CudaAttentionSubject {
       scheduler_ = value;
       return;
     }
-    if (name != "schedule") throw SubjectError(info_.name + ": no option " + name + " (schedule, bwd, key_tile, dq_convert, bwd_grid, bwd_tail, epilogue, scheduler)");
+    if (name == "bwd_epilogue") {
+      if (value != "automatic" && value != "stores") throw SubjectError(info_.name + ": bwd_epilogue=" + value + ": automatic or stores");
+      info_.options[8].value = value;
+      dk_dv_by_stores_ = value == "stores";
+      return;
+    }
+    if (name != "schedule") {
+      throw SubjectError(info_.name + ": no option " + name + " (schedule, bwd, key_tile, dq_convert, bwd_grid, bwd_tail, epilogue, scheduler, bwd_epilogue)");
+    }
     for (Fa3Schedule s : kSchedules) {
       if (value == fa3_schedule_name(s)) {
         if (key_tile_ != 128 && s != Fa3Schedule::ws_overlap_pingpong) throw SubjectError(info_.name + ": schedule=" + value + " runs with key_tile=128 only");
@@ -465,6 +477,7 @@ class CudaFa3 final : public CudaAttentionSubject {
   bool needs_dq_ready() const override { return !info_.deterministic && dq_overlapped_; }
   void configure(BackwardParams& p) const override {
     p.deterministic = info_.deterministic, p.key_pass_ctas = key_pass_ctas_, p.key_pass_tail_heads = key_pass_tail_heads_;
+    p.dk_dv_by_stores = dk_dv_by_stores_;
   }
 
  private:
@@ -480,6 +493,7 @@ class CudaFa3 final : public CudaAttentionSubject {
   int key_pass_tail_heads_ = 0;  // (option bwd_tail: BackwardParams::key_pass_tail_heads)
   Fa3Epilogue epilogue_ = Fa3Epilogue::automatic;
   std::string scheduler_ = "auto";
+  bool dk_dv_by_stores_ = false;  // (option bwd_epilogue)
   ZeroedDeviceWords work_counter_{sizeof(int)};  // (the persistent scheduler's)
 };
 

@@ -166,6 +166,51 @@ __device__ inline void p_transposed(float (&st)[8][4], const float (&l2_of)[8][2
   }
 }
 
+// The group's first thread, after its last dQ reduction of the tile: waits until every bulk copy it issued is complete
+// (the staging buffers may then be reused and the CTA's shared memory released), then (dq_ready given) counts the
+// group in: dQ's conversion counts the groups of every key tile.
+__device__ inline void dq_partials_in(const BackwardParams& p, int b, int hk) {
+  bulk_wait_all();
+  if (p.dq_ready != nullptr) hopper::count_release_after_async_writes(p.dq_ready + static_cast<std::int64_t>(b) * p.shape.heads_kv + hk);
+}
+
+// dK (factor s) or dV (factor 1) of the thread's two keys as 16-bit words in a_fragments' order, rounded by the policy:
+// the words store_pair would store (index0: the logical index of element 0 of the thread's first key). The policy's
+// test is outside the loop (Stochastic): inside it, each pair's nearest path branched over its own Philox code, and
+// that straight-line code, run once a CTA, was fetched line by line (NOTES, version 14).
+template <class T, int D, bool Stochastic>
+__device__ inline void gradient_words(std::uint32_t (&words)[D / 16][4], const float (&acc)[D / 8][4], float factor, const OutputRounding& rounding, std::uint32_t stream,
+                                      std::uint64_t index0, int t) {
+#pragma unroll
+  for (int nb = 0; nb < D / 8; ++nb) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float a = factor * acc[nb][2 * r], b = factor * acc[nb][2 * r + 1];
+      if constexpr (Stochastic) {
+        words[nb / 2][2 * (nb % 2) + r] = pack_pair<T>(a, b, rounding, stream, index0 + 8 * r * D + nb * 8 + 2 * t);
+      } else {
+        words[nb / 2][2 * (nb % 2) + r] = Storage<T>::pack(a, b);
+      }
+    }
+  }
+}
+
+// The same words stored by 4-byte global stores into the rows of out (key_row0 and key_row0 + 8 of the tile's
+// [Nk, D] rows, those past Nk skipped).
+template <class T, int D, bool Stochastic>
+__device__ inline void store_gradient_rows(T* out, std::int64_t row_stride, const float (&acc)[D / 8][4], float factor, const OutputRounding& rounding, std::uint32_t stream,
+                                           std::uint64_t kv_row0, int key_row0, int seq_k, int t) {
+  std::uint32_t words[D / 16][4];
+  gradient_words<T, D, Stochastic>(words, acc, factor, rounding, stream, (kv_row0 + key_row0) * D, t);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key_row0 + 8 * r;
+    if (key >= seq_k) continue;
+#pragma unroll
+    for (int nb = 0; nb < D / 8; ++nb) *reinterpret_cast<std::uint32_t*>(out + key * row_stride + nb * 8 + 2 * t) = words[nb / 2][2 * (nb % 2) + r];
+  }
+}
+
 // The key-tiled pass. A CTA walks the tiles blockIdx.x, blockIdx.x + gridDim.x, ...: one each with a grid of one CTA
 // per tile; with a persistent grid (a CTA per SM, p.key_pass_ctas) each CTA walks about tiles / SMs, and the next
 // tile's K and V load while this tile's epilogue runs (the dQ reductions' completion, the dK and dV stores; the
@@ -176,7 +221,8 @@ __device__ inline void p_transposed(float (&st)[8][4], const float (&l2_of)[8][2
 template <class T, int D, bool FusedDq>
 __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                                                                   const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap dout_map,
-                                                                  const __grid_constant__ CUtensorMap dq_map, const BackwardParams p) {
+                                                                  const __grid_constant__ CUtensorMap dq_map, const __grid_constant__ CUtensorMap dk_map,
+                                                                  const __grid_constant__ CUtensorMap dv_map, const BackwardParams p) {
   using Tl = Tiles<T, D>;
   constexpr unsigned kGroupBytes = Tl::kQBytes;  // 64 rows x D: a group's K or V, a Q or dO tile
   extern __shared__ unsigned char smem_raw[];
@@ -186,9 +232,11 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   unsigned char* sG = sQ + kBwdStages * kGroupBytes;    // dO
   unsigned char* sDS = sG + kBwdStages * kGroupBytes;   // (FusedDq) buffer i at + i kDsBytes
   unsigned char* sDQ = sDS + 2 * kDsBytes;              // (FusedDq) group g's staging buffer i at + (2 g + i) kDqStageBytes
-  // kv_empty: every consumer thread arrives once it has read the tile's K and V for the last time (the next tile's
-  // load waits for it)
-  __shared__ alignas(8) std::uint64_t kv_full, kv_empty, q_full[kBwdStages], q_empty[kBwdStages];
+  // kv_read: every consumer thread arrives once it has read the tile's K and V for the last time (the dK/dV epilogue
+  // stages dK in K's buffer, whose halves both groups' dQ products read). kv_empty: the buffers are free for the next
+  // tile's load: at the same point with dK and dV by stores; by TMA once the stores have read the staging (each group's
+  // issuing thread arrives after that, the others after the group's barrier).
+  __shared__ alignas(8) std::uint64_t kv_full, kv_read, kv_empty, q_full[kBwdStages], q_empty[kBwdStages];
   __shared__ alignas(8) std::uint64_t ds_full[2], ds_empty[2];  // (FusedDq) dS^T's buffers; every consumer thread arrives
   // Each stage's query rows' L (log2 units; +inf past Nq or where no key is visible, so P = 0) and D, written by the
   // producer's second warp with the Q and dO tiles: loaded by the consumers from global memory per element, they
@@ -203,7 +251,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   const KeyTileOrder order = key_tile_order(s, kCtaRows, p.key_pass_tail_heads);  // (key_tile_order.hpp)
 
   if (threadIdx.x == 0) {
-    mbarrier_init(&kv_full, 1), mbarrier_init(&kv_empty, kConsumerThreads);
+    mbarrier_init(&kv_full, 1), mbarrier_init(&kv_read, kConsumerThreads), mbarrier_init(&kv_empty, kConsumerThreads);
     // q_full: the copying thread's arrival (with the tiles' bytes) and the 32 of the warp writing L and D
     for (int i = 0; i < kBwdStages; ++i) mbarrier_init(&q_full[i], 1 + 32), mbarrier_init(&q_empty[i], kConsumerThreads);
     for (int i = 0; i < 2; ++i) mbarrier_init(&ds_full[i], kConsumerThreads), mbarrier_init(&ds_empty[i], kConsumerThreads);
@@ -263,6 +311,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   const int group = warp_uniform(threadIdx.x / 128), warp = warp_uniform((threadIdx.x % 128) / 32);
   const int lane = threadIdx.x % 32, t = lane % 4;
   const float scale2 = s.scale * fa3::kLog2e;
+  const bool by_tma = !p.dk_dv_by_stores;  // (the launcher sets dk_dv_by_stores where dK's or dV's layout is not TMA's)
   unsigned g = 0;  // steps so far (unsigned: its remainders and halves are the stage and buffer indices and parities)
   int walked = 0;  // tiles so far
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++walked) {
@@ -383,32 +432,70 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
       if (steps > 0) mbarrier_wait(&ds_full[(g - 1) % 2], ((g - 1) / 2) & 1);
       issue_dq<T, D>(dq, sDS + ((g + 1) % 2) * kDsBytes, sK, group);
       wgmma_wait<0>();
-      mbarrier_arrive(&kv_empty);  // (K's last read: the product above; V's: the last dP^T)
+      mbarrier_arrive(&kv_read);  // (K's last read: the product above; V's: the last dP^T)
+      if (!by_tma) mbarrier_arrive(&kv_empty);
       if (p.dq_ready_test_delay_ns != 0 && group == 1 && threadIdx.x % 128 == 0) hopper::sleep_ns(p.dq_ready_test_delay_ns);  // (tests only)
       if (steps > 0) reduce_dq<D>(dq, sDQ + (2 * group + steps % 2) * kDqStageBytes, &dq_map, prev_q0, prev_h, b, group, warp, lane);
-      if (threadIdx.x % 128 == 0) {
-        bulk_wait_all();  // the reductions complete before the staging buffers are reused or the CTA's shared memory is released
-        // (dq_ready given) this group's partials are all in: dQ's conversion counts the groups of every key tile
-        if (p.dq_ready != nullptr) hopper::count_release_after_async_writes(p.dq_ready + static_cast<std::int64_t>(b) * s.heads_kv + hk);
-      }
     } else {
-      mbarrier_arrive(&kv_empty);  // (the last step's wgmma_wait<0> above: K's and V's reads are done)
+      mbarrier_arrive(&kv_read);  // (the last step's wgmma_wait<0> above: K's and V's reads are done)
+      if (!by_tma) mbarrier_arrive(&kv_empty);
     }
     // dK = s dS^T Q, dV = P^T dO, rounded as the policy says (the gradients' Philox stream, logical [B, Hkv, Nk, D] index)
-    T* dk_out = static_cast<T*>(p.dk.data) + b * p.dk.batch + hk * p.dk.head;
-    T* dv_out = static_cast<T*>(p.dv.data) + b * p.dv.batch + hk * p.dv.head;
     const std::uint64_t kv_row0 = (static_cast<std::uint64_t>(b) * s.heads_kv + hk) * s.seq_k;
+    const bool leader = threadIdx.x % 128 == 0;
+    if (by_tma) {
+      // Through shared memory: dV into this group's V tile (read by no other group), dK into its K tile once both
+      // groups are done with K, then one TMA store per 64-column box by the group's first thread; rows past Nk are
+      // clipped by the maps. (By 4-byte stores from registers, 64 a thread, the epilogue took about 3.4 steps' time of
+      // a CTA; NOTES, version 14.)
+      std::uint32_t words[D / 16][4];
+      unsigned char* k_boxes[D / 64];
+      unsigned char* v_boxes[D / 64];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int key = key_row0 + 8 * r;
-      if (key >= s.seq_k) continue;
-      const std::uint64_t index0 = (kv_row0 + key) * D;
-#pragma unroll
-      for (int nb = 0; nb < D / 8; ++nb) {
-        const int col = nb * 8 + 2 * t;
-        store_pair<T>(dk_out + key * p.dk.row + col, s.scale * dk[nb][2 * r], s.scale * dk[nb][2 * r + 1], p.rounding, p.grad_stream, index0 + col);
-        store_pair<T>(dv_out + key * p.dv.row + col, dv[nb][2 * r], dv[nb][2 * r + 1], p.rounding, p.grad_stream, index0 + col);
+      for (int box = 0; box < D / 64; ++box) k_boxes[box] = sK + group * kGroupBytes + box * kQBox, v_boxes[box] = sV + group * kGroupBytes + box * kQBox;
+      const std::uint64_t index0 = (kv_row0 + key_row0) * D;
+      if (p.rounding.stochastic) {
+        gradient_words<T, D, true>(words, dv, 1.f, p.rounding, p.grad_stream, index0, t);
+      } else {
+        gradient_words<T, D, false>(words, dv, 1.f, p.rounding, p.grad_stream, index0, t);
       }
+      store_p_boxes<D / 16>(v_boxes, words);  // (and the async-proxy fence)
+      mbarrier_wait(&kv_read, walked & 1);
+      if (p.rounding.stochastic) {
+        gradient_words<T, D, true>(words, dk, s.scale, p.rounding, p.grad_stream, index0, t);
+      } else {
+        gradient_words<T, D, false>(words, dk, s.scale, p.rounding, p.grad_stream, index0, t);
+      }
+      store_p_boxes<D / 16>(k_boxes, words);
+      named_barrier_sync(1 + group, 128);
+      if (leader) {
+        const int key0 = k0 + group * kGroupRows;
+#pragma unroll
+        for (int box = 0; box < D / 64; ++box) tma_store_4d(&dk_map, k_boxes[box], 64 * box, key0, hk, b), tma_store_4d(&dv_map, v_boxes[box], 64 * box, key0, hk, b);
+        bulk_commit();
+      }
+      // (the dQ reductions issued before the stores complete with them: dq_partials_in below waits for both)
+    } else {
+      if (FusedDq && leader) dq_partials_in(p, b, hk);
+      T* dk_out = static_cast<T*>(p.dk.data) + b * p.dk.batch + hk * p.dk.head;
+      T* dv_out = static_cast<T*>(p.dv.data) + b * p.dv.batch + hk * p.dv.head;
+      if (p.rounding.stochastic) {
+        store_gradient_rows<T, D, true>(dk_out, p.dk.row, dk, s.scale, p.rounding, p.grad_stream, kv_row0, key_row0, s.seq_k, t);
+        store_gradient_rows<T, D, true>(dv_out, p.dv.row, dv, 1.f, p.rounding, p.grad_stream, kv_row0, key_row0, s.seq_k, t);
+      } else {
+        store_gradient_rows<T, D, false>(dk_out, p.dk.row, dk, s.scale, p.rounding, p.grad_stream, kv_row0, key_row0, s.seq_k, t);
+        store_gradient_rows<T, D, false>(dv_out, p.dv.row, dv, 1.f, p.rounding, p.grad_stream, kv_row0, key_row0, s.seq_k, t);
+      }
+    }
+    if (by_tma) {
+      if (leader) {  // (the stores' group too: read, and written, before K and V are refilled)
+        if constexpr (FusedDq) {
+          dq_partials_in(p, b, hk);
+        } else {
+          bulk_wait_all();
+        }
+      }
+      mbarrier_arrive(&kv_empty);  // (the issuing thread after the stores' reads; the others after the group's barrier)
     }
   }
 }
@@ -598,6 +685,13 @@ void launch_backward(const BackwardParams& given, cudaStream_t stream) {
   const CUtensorMap q64 = map_of(p.q, p, s.heads_q, s.seq_q, kGroupRows), g64 = map_of(p.dout, p, s.heads_q, s.seq_q, kGroupRows);
   const CUtensorMap k64 = map_of(p.k, p, s.heads_kv, s.seq_k, kGroupRows), v64 = map_of(p.v, p, s.heads_kv, s.seq_k, kGroupRows);
   const CUtensorMap k128 = map_of(p.k, p, s.heads_kv, s.seq_k, kBlockN), v128 = map_of(p.v, p, s.heads_kv, s.seq_k, kBlockN);
+  // dK and dV through shared memory and TMA unless asked for stores or their layouts are not TMA's (then q64 fills
+  // the unused map slots)
+  const Strided dk_layout = layout_of(p.dk), dv_layout = layout_of(p.dv);
+  p.dk_dv_by_stores = p.dk_dv_by_stores || !tma_readable16(dk_layout, s.batch, s.heads_kv, s.seq_k, s.head_dim) ||
+                      !tma_readable16(dv_layout, s.batch, s.heads_kv, s.seq_k, s.head_dim);
+  const CUtensorMap dk64 = p.dk_dv_by_stores ? q64 : map_of(dk_layout, p, s.heads_kv, s.seq_k, kGroupRows);
+  const CUtensorMap dv64 = p.dk_dv_by_stores ? q64 : map_of(dv_layout, p, s.heads_kv, s.seq_k, kGroupRows);
   if (s.heads_q > 65535 || s.batch > 65535) {
     throw std::runtime_error("cuda.fa3 backward: " + std::to_string(s.heads_q) + " heads and batch " + std::to_string(s.batch) + ": at most 65535 of each");
   }
@@ -616,7 +710,7 @@ void launch_backward(const BackwardParams& given, cudaStream_t stream) {
     allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3 fused backward");
     const std::int64_t rows = s.seq_q, dim = s.head_dim;
     const CUtensorMap dq_map = make_tensor_map_f32_sw128_bhnd(p.dq_accum, s.batch, s.heads_q, s.seq_q, s.head_dim, s.heads_q * rows * dim, rows * dim, dim, kGroupRows);
-    kernel<<<kv_grid, kWsThreads, bytes, stream>>>(q64, k64, v64, g64, dq_map, p);
+    kernel<<<kv_grid, kWsThreads, bytes, stream>>>(q64, k64, v64, g64, dq_map, dk64, dv64, p);
     check_launch("cuda.fa3 backward: dK, dV and dQ's partials");
     if (p.dq_ready != nullptr) {
       launch_dq_convert_ready<T>(p, fa3_dq_ready_count(s), stream);
@@ -630,7 +724,7 @@ void launch_backward(const BackwardParams& given, cudaStream_t stream) {
     static_assert(bytes <= kSm90SharedBytesPerBlock, "cuda.fa3 backward: shared memory beyond sm_90's 227 KiB per block");
     auto* kernel = fa3_dk_dv_kernel<T, D, false>;
     allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3 dK/dV");
-    kernel<<<kv_grid, kWsThreads, bytes, stream>>>(q64, k64, v64, g64, q64, p);  // (dq_map unused: q64 fills the slot)
+    kernel<<<kv_grid, kWsThreads, bytes, stream>>>(q64, k64, v64, g64, q64, dk64, dv64, p);  // (dq_map unused: q64 fills the slot)
     check_launch("cuda.fa3 backward: dK/dV");
   }
   {

@@ -24,21 +24,22 @@ struct HostFormat<__half> {
   using type = fc::fp16;
 };
 
-// Elements `index` and `index + 1` (index even) of the logical tensor, stored as one 32-bit word.
+// Elements `index` and `index + 1` (index even) of the logical tensor as one 32-bit word, rounded by the policy.
+template <class T>
+__device__ inline std::uint32_t pack_pair(float a, float b, const OutputRounding& rounding, std::uint32_t stream, std::uint64_t index) {
+  if (!rounding.stochastic) return Storage<T>::pack(a, b);
+  using H = typename HostFormat<T>::type;
+  // index is even, so both elements lie in one Philox group of 4: one call for the pair
+  const Words4 w = RandomStream{rounding.seed, stream}.group(index >> 2);
+  const H lo = round_to<H>(a, Rounding::stochastic, w.w[index & 3]);
+  const H hi = round_to<H>(b, Rounding::stochastic, w.w[(index + 1) & 3]);
+  return static_cast<std::uint32_t>(lo.bits) | (static_cast<std::uint32_t>(hi.bits) << 16);
+}
+
+// The same word stored at dst.
 template <class T>
 __device__ inline void store_pair(T* dst, float a, float b, const OutputRounding& rounding, std::uint32_t stream, std::uint64_t index) {
-  std::uint32_t packed;
-  if (!rounding.stochastic) {
-    packed = Storage<T>::pack(a, b);
-  } else {
-    using H = typename HostFormat<T>::type;
-    // index is even, so both elements lie in one Philox group of 4: one call for the pair
-    const Words4 w = RandomStream{rounding.seed, stream}.group(index >> 2);
-    const H lo = round_to<H>(a, Rounding::stochastic, w.w[index & 3]);
-    const H hi = round_to<H>(b, Rounding::stochastic, w.w[(index + 1) & 3]);
-    packed = static_cast<std::uint32_t>(lo.bits) | (static_cast<std::uint32_t>(hi.bits) << 16);
-  }
-  *reinterpret_cast<std::uint32_t*>(dst) = packed;
+  *reinterpret_cast<std::uint32_t*>(dst) = pack_pair<T>(a, b, rounding, stream, index);
 }
 
 }  // namespace fc::kernels::cuda

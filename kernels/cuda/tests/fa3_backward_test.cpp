@@ -234,5 +234,77 @@ TEST(Fa3Backward, KeyPassWalkersAndTailAreOptionsWithTheirRanges) {
   for (const char* good : {"0", "1", "1048576"}) EXPECT_NO_THROW(s->set_option("bwd_tail", good)) << good;
 }
 
+// The key-tiled pass's two ways of storing dK and dV (bwd_epilogue): staged in the tile's K and V buffers and stored by
+// TMA (automatic), or by 4-byte global stores (stores). Both round with pack_pair, the same word for each pair of
+// elements (stochastic rounding by each element's Philox word as well), so dK and dV must be the same bits, and dQ
+// wherever its sum is deterministic (two_pass; Nk <= 128). Run on both forms, with a CTA per tile and with 3 walkers
+// (their next tile's K and V load waits until the stores have read the staging), over key tails (rows past Nk clipped
+// by the maps), GQA, masks, both formats, SR and head dims 64 and 128. One test per (form, walkers) for the shards.
+struct EpilogueRun {
+  std::string form, walkers;
+};
+const EpilogueRun kEpilogueRuns[] = {{"fused", "tiles"}, {"fused", "3"}, {"two_pass", "tiles"}, {"two_pass", "3"}};
+
+void PrintTo(const EpilogueRun& r, std::ostream* os) { *os << "bwd=" << r.form << " bwd_grid=" << r.walkers; }
+
+class KeyPassEpilogue : public ::testing::TestWithParam<EpilogueRun> {};
+
+TEST_P(KeyPassEpilogue, TmaGivesTheGlobalStoresBits) {
+  REQUIRE_HOPPER();
+  const EpilogueRun& run = GetParam();
+  struct Shape {
+    int batch, heads_q, heads_kv, nq, nk;
+  };
+  // (key tails of 1, 65 and 127 rows past a whole tile; one key tile per kv head in the first two: dQ compared there)
+  const Shape shapes[] = {{2, 8, 2, 200, 65}, {3, 4, 4, 130, 128}, {2, 6, 3, 300, 641}, {1, 4, 2, 1000, 383}, {2, 2, 2, 64, 129}};
+  const char* policies[] = {"bf16", "fp16,round=sr,seed=5", "fp16", "bf16,round=sr,seed=7"};
+  auto tma = testing::registered_subject("cuda.fa3"), stores = testing::registered_subject("cuda.fa3");
+  ASSERT_TRUE(tma && stores) << "cuda.fa3 is not registered on this Hopper GPU";
+  for (auto* s : {tma.get(), stores.get()}) s->set_option("bwd", run.form), s->set_option("bwd_grid", run.walkers);
+  stores->set_option("bwd_epilogue", "stores");
+  int compared = 0;
+  for (int d : {64, 128}) {
+    for (const Shape& sh : shapes) {
+      for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
+        gradcheck::Case c;
+        c.shape = {sh.batch, sh.heads_q, sh.heads_kv, sh.nq, sh.nk, d, d};
+        c.mask = m, c.scale = 1 / std::sqrt(static_cast<double>(d));
+        c.policy = PrecisionPolicy::parse(policies[compared % 4]);
+        c.seed = static_cast<std::uint64_t>(d * 100000 + 3 * sh.nq + 7 * sh.heads_kv + sh.nk);
+        const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+        const gradcheck::Outputs f = gradcheck::Caller(*stores, c).fwd(in.q, in.k, in.v);
+        const gradcheck::Outputs want = gradcheck::Caller(*stores, c).bwd(in.q, in.k, in.v, f, in.dout);
+        const gradcheck::Outputs got = gradcheck::Caller(*tma, c).bwd(in.q, in.k, in.v, f, in.dout);
+        const bool dq_deterministic = run.form == "two_pass" || sh.nk <= 128;
+        for (const char* t : {"dQ", "dK", "dV"}) {
+          if (std::string(t) == "dQ" && !dq_deterministic) continue;
+          const testing::Difference diff = testing::differing(got.at(t).values(), want.at(t).values());
+          EXPECT_EQ(diff.count, 0u) << t << " differs in " << diff.count << " entries (first at " << diff.first << ") for bwd=" << run.form
+                                    << " bwd_grid=" << run.walkers << " " << c.to_string();
+        }
+        ++compared;
+      }
+    }
+  }
+  std::cout << compared << " cases: bwd=" << run.form << " bwd_grid=" << run.walkers << ": dK and dV by TMA give the global stores' bits\n";
+}
+
+std::string epilogue_run_name(const ::testing::TestParamInfo<EpilogueRun>& info) { return info.param.form + "_walkers_" + info.param.walkers; }
+INSTANTIATE_TEST_SUITE_P(Fa3Backward, KeyPassEpilogue, ::testing::ValuesIn(kEpilogueRuns), epilogue_run_name);
+
+TEST(Fa3Backward, KeyPassEpilogueIsAnOptionWithTwoValues) {
+  REQUIRE_HOPPER();
+  auto s = testing::registered_subject("cuda.fa3");
+  ASSERT_TRUE(s);
+  EXPECT_NO_THROW(s->set_option("bwd_epilogue", "stores"));
+  EXPECT_NO_THROW(s->set_option("bwd_epilogue", "automatic"));
+  try {
+    s->set_option("bwd_epilogue", "tma");
+    ADD_FAILURE() << "cuda.fa3 took bwd_epilogue=tma";
+  } catch (const SubjectError& e) {
+    EXPECT_NE(std::string(e.what()).find("automatic or stores"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace fc::kernels::cuda
