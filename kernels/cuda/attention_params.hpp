@@ -78,9 +78,10 @@ struct BackwardParams {
   // once every CTA of the pass has (with a CTA per key tile: in its last wave) and converts each head once its count
   // is full; nullptr: converted after the pass.
   std::uint32_t* dq_ready = nullptr;
-  // Tests only (fault injection): with dq_ready given, the second consumer warpgroup sleeps this long before its last
-  // dQ reduction of every key tile, so that a conversion which did not wait for every warpgroup's count
-  // would read an incomplete head (fa3_backward_test.cpp). 0 in every real call.
+  // Tests only (fault injection): the fused pass's second consumer warpgroup sleeps this long before its last dQ
+  // product of every key tile (its last reads of K, then its last dQ reduction), so that a conversion which did not
+  // wait for every warpgroup's count would read an incomplete head, and a dK staged in K's buffer without waiting for
+  // that last read (kv_read) would corrupt the product (fa3_backward_test.cpp). 0 in every real call.
   std::uint32_t dq_ready_test_delay_ns = 0;
   bool deterministic = true;   // fa2: dQ by its own query-tiled pass (no atomics) rather than atomics
   // fa3's key-tiled pass: 0, a CTA per key tile; -1, a CTA per SM walking the tiles (persistent); n > 0, n CTAs walking

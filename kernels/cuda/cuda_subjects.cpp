@@ -354,8 +354,8 @@ class CudaFa3 final : public CudaAttentionSubject {
                       "after (a pass over dQ after the key-tiled pass). The same bits either way"},
                      {"bwd_grid", "tiles",
                       "the backward's key-tiled pass: tiles (a CTA per key tile of 128), persistent (a CTA per SM walking the "
-                      "tiles in the same order, the next tile's K and V loaded during this tile's epilogue) or a number of CTAs "
-                      "to walk them. The same arithmetic in each"},
+                      "tiles in the same order; the next tile's K and V load once this tile's dK and dV have left its K and V buffers, "
+                      "or with bwd_epilogue=stores during this tile's epilogue) or a number of CTAs to walk them. The same arithmetic in each"},
                      {"bwd_tail", "0",
                       "the key-tiled pass's launch order: its tiles go head by head (key tile fastest), except the last this many "
                       "(batch, kv head) pairs, whose tiles go key tile slowest, so that under a causal mask their long first key "

@@ -166,11 +166,13 @@ __device__ inline void p_transposed(float (&st)[8][4], const float (&l2_of)[8][2
   }
 }
 
-// The group's first thread, after its last dQ reduction of the tile: waits until every bulk copy it issued is complete
-// (the staging buffers may then be reused and the CTA's shared memory released), then (dq_ready given) counts the
-// group in: dQ's conversion counts the groups of every key tile.
+// The group's first thread, after its last dQ reduction of the tile: waits until every bulk group it committed but
+// the last `Pending` is complete (with the dK/dV stores committed after the reductions, 1: the reductions' writes are
+// done, the stores' may not be), then (dq_ready given) counts the group in: dQ's conversion counts the groups of
+// every key tile.
+template <int Pending>
 __device__ inline void dq_partials_in(const BackwardParams& p, int b, int hk) {
-  bulk_wait_all();
+  bulk_wait<Pending>();
   if (p.dq_ready != nullptr) hopper::count_release_after_async_writes(p.dq_ready + static_cast<std::int64_t>(b) * p.shape.heads_kv + hk);
 }
 
@@ -186,7 +188,7 @@ __device__ inline void gradient_words(std::uint32_t (&words)[D / 16][4], const f
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float a = factor * acc[nb][2 * r], b = factor * acc[nb][2 * r + 1];
-      if constexpr (Stochastic) {
+      if constexpr (Stochastic) {  // (pack_pair's own test stays: pack_pair_stochastic here let ptxas interleave the 64 pairs' Philox rounds, 120 -> 370-450 bytes of spills)
         words[nb / 2][2 * (nb % 2) + r] = pack_pair<T>(a, b, rounding, stream, index0 + 8 * r * D + nb * 8 + 2 * t);
       } else {
         words[nb / 2][2 * (nb % 2) + r] = Storage<T>::pack(a, b);
@@ -212,11 +214,12 @@ __device__ inline void store_gradient_rows(T* out, std::int64_t row_stride, cons
 }
 
 // The key-tiled pass. A CTA walks the tiles blockIdx.x, blockIdx.x + gridDim.x, ...: one each with a grid of one CTA
-// per tile; with a persistent grid (a CTA per SM, p.key_pass_ctas) each CTA walks about tiles / SMs, and the next
-// tile's K and V load while this tile's epilogue runs (the dQ reductions' completion, the dK and dV stores; the
-// producer issues the next tile's Q and dO after that K/V load, not before). Measured (NOTES, version 12): no faster
-// than a CTA per tile without a mask, and slower under causal masks, where the static stride hands the long key tiles
-// to the same CTAs. Steps are counted over the CTA's whole walk (g below): the Q/dO ring's stages, the dS^T buffers
+// per tile; with a persistent grid (a CTA per SM, p.key_pass_ctas) each CTA walks about tiles / SMs. The next tile's K
+// and V load once this tile's K and V buffers are free (kv_empty): with dK and dV by stores, while this tile's epilogue
+// runs (the dQ reductions' completion, the stores); by TMA (the default), once the stores have read dK and dV staged
+// in those buffers, at the epilogue's end. The producer issues the next tile's Q and dO after that K/V load, not before.
+// Measured with the stores (NOTES, version 12): no faster than a CTA per tile without a mask, and slower under causal
+// masks, where the static stride hands the long key tiles to the same CTAs. Steps are counted over the CTA's whole walk (g below): the Q/dO ring's stages, the dS^T buffers
 // and their barriers' parities run on across tiles.
 template <class T, int D, bool FusedDq>
 __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
@@ -235,7 +238,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
   // kv_read: every consumer thread arrives once it has read the tile's K and V for the last time (the dK/dV epilogue
   // stages dK in K's buffer, whose halves both groups' dQ products read). kv_empty: the buffers are free for the next
   // tile's load: at the same point with dK and dV by stores; by TMA once the stores have read the staging (each group's
-  // issuing thread arrives after that, the others after the group's barrier).
+  // issuing thread arrives after its bulk waits, the others after the group's barrier).
   __shared__ alignas(8) std::uint64_t kv_full, kv_read, kv_empty, q_full[kBwdStages], q_empty[kBwdStages];
   __shared__ alignas(8) std::uint64_t ds_full[2], ds_empty[2];  // (FusedDq) dS^T's buffers; every consumer thread arrives
   // Each stage's query rows' L (log2 units; +inf past Nq or where no key is visible, so P = 0) and D, written by the
@@ -430,11 +433,11 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
     if constexpr (FusedDq) {  // the last step's dQ partial (issued even without steps, on buffer (g + 1) % 2, as above)
       float dq[8][4];
       if (steps > 0) mbarrier_wait(&ds_full[(g - 1) % 2], ((g - 1) / 2) & 1);
+      if (p.dq_ready_test_delay_ns != 0 && group == 1) hopper::sleep_ns(p.dq_ready_test_delay_ns);  // (tests only)
       issue_dq<T, D>(dq, sDS + ((g + 1) % 2) * kDsBytes, sK, group);
       wgmma_wait<0>();
       mbarrier_arrive(&kv_read);  // (K's last read: the product above; V's: the last dP^T)
       if (!by_tma) mbarrier_arrive(&kv_empty);
-      if (p.dq_ready_test_delay_ns != 0 && group == 1 && threadIdx.x % 128 == 0) hopper::sleep_ns(p.dq_ready_test_delay_ns);  // (tests only)
       if (steps > 0) reduce_dq<D>(dq, sDQ + (2 * group + steps % 2) * kDqStageBytes, &dq_map, prev_q0, prev_h, b, group, warp, lane);
     } else {
       mbarrier_arrive(&kv_read);  // (the last step's wgmma_wait<0> above: K's and V's reads are done)
@@ -474,9 +477,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
         for (int box = 0; box < D / 64; ++box) tma_store_4d(&dk_map, k_boxes[box], 64 * box, key0, hk, b), tma_store_4d(&dv_map, v_boxes[box], 64 * box, key0, hk, b);
         bulk_commit();
       }
-      // (the dQ reductions issued before the stores complete with them: dq_partials_in below waits for both)
+      // (the dQ reductions were committed before the stores: dq_partials_in<1> below waits for them alone)
     } else {
-      if (FusedDq && leader) dq_partials_in(p, b, hk);
+      if (FusedDq && leader) dq_partials_in<0>(p, b, hk);
       T* dk_out = static_cast<T*>(p.dk.data) + b * p.dk.batch + hk * p.dk.head;
       T* dv_out = static_cast<T*>(p.dv.data) + b * p.dv.batch + hk * p.dv.head;
       if (p.rounding.stochastic) {
@@ -488,14 +491,11 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
       }
     }
     if (by_tma) {
-      if (leader) {  // (the stores' group too: read, and written, before K and V are refilled)
-        if constexpr (FusedDq) {
-          dq_partials_in(p, b, hk);
-        } else {
-          bulk_wait_all();
-        }
+      if (leader) {
+        if constexpr (FusedDq) dq_partials_in<1>(p, b, hk);  // (the reductions complete; the stores, committed last, need not be)
+        bulk_wait_read<0>();  // the stores have read the staging: K and V may be refilled, the CTA's shared memory released
       }
-      mbarrier_arrive(&kv_empty);  // (the issuing thread after the stores' reads; the others after the group's barrier)
+      mbarrier_arrive(&kv_empty);  // (the issuing thread after its waits; the others after the group's barrier)
     }
   }
 }
@@ -687,11 +687,9 @@ void launch_backward(const BackwardParams& given, cudaStream_t stream) {
   const CUtensorMap k128 = map_of(p.k, p, s.heads_kv, s.seq_k, kBlockN), v128 = map_of(p.v, p, s.heads_kv, s.seq_k, kBlockN);
   // dK and dV through shared memory and TMA unless asked for stores or their layouts are not TMA's (then q64 fills
   // the unused map slots)
-  const Strided dk_layout = layout_of(p.dk), dv_layout = layout_of(p.dv);
-  p.dk_dv_by_stores = p.dk_dv_by_stores || !tma_readable16(dk_layout, s.batch, s.heads_kv, s.seq_k, s.head_dim) ||
-                      !tma_readable16(dv_layout, s.batch, s.heads_kv, s.seq_k, s.head_dim);
-  const CUtensorMap dk64 = p.dk_dv_by_stores ? q64 : map_of(dk_layout, p, s.heads_kv, s.seq_k, kGroupRows);
-  const CUtensorMap dv64 = p.dk_dv_by_stores ? q64 : map_of(dv_layout, p, s.heads_kv, s.seq_k, kGroupRows);
+  p.dk_dv_by_stores = !fa3_dk_dv_by_tma(p);
+  const CUtensorMap dk64 = p.dk_dv_by_stores ? q64 : map_of(layout_of(p.dk), p, s.heads_kv, s.seq_k, kGroupRows);
+  const CUtensorMap dv64 = p.dk_dv_by_stores ? q64 : map_of(layout_of(p.dv), p, s.heads_kv, s.seq_k, kGroupRows);
   if (s.heads_q > 65535 || s.batch > 65535) {
     throw std::runtime_error("cuda.fa3 backward: " + std::to_string(s.heads_q) + " heads and batch " + std::to_string(s.batch) + ": at most 65535 of each");
   }
@@ -738,6 +736,12 @@ void launch_backward(const BackwardParams& given, cudaStream_t stream) {
 }
 
 }  // namespace
+
+bool fa3_dk_dv_by_tma(const BackwardParams& p) {
+  const AttentionShapeParams& s = p.shape;
+  return !p.dk_dv_by_stores && tma_readable16(layout_of(p.dk), s.batch, s.heads_kv, s.seq_k, s.head_dim) &&
+         tma_readable16(layout_of(p.dv), s.batch, s.heads_kv, s.seq_k, s.head_dim);
+}
 
 unsigned fa3_dq_ready_count(const AttentionShapeParams& s) { return static_cast<unsigned>(kConsumers * ((s.seq_k + kCtaRows - 1) / kCtaRows)); }
 

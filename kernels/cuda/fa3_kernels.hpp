@@ -76,6 +76,10 @@ void fa3_backward(const BackwardParams& p, cudaStream_t stream);
 // warpgroup per key tile of 128 (every key tile counts in, those with no query to visit too). The overlapped conversion
 // waits for it.
 unsigned fa3_dq_ready_count(const AttentionShapeParams& s);
+// Whether the key-tiled pass stores dK and dV through shared memory and TMA (else by 4-byte global stores): unless
+// p.dk_dv_by_stores asks for the stores, or dK's or dV's layout is not TMA's (a 16-byte aligned base, strides that are
+// multiples of 8 elements). The same bits either way.
+bool fa3_dk_dv_by_tma(const BackwardParams& p);
 
 // cuda.fa4's key tile at head dim 256 (64 and 128 take 128): O's 128 fp32 registers a consumer thread leave room for
 // S and P of 64 keys, and two stages of 64-key K and V tiles (32 KiB each) fit beside Q's 64 KiB. cpu.fa4's twin tiles

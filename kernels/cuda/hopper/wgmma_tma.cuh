@@ -327,7 +327,13 @@ template <int Pending>
 __device__ inline void bulk_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(Pending) : "memory");
 }
+// Waits until at most `Pending` of this thread's bulk groups (the latest committed) are incomplete: every earlier
+// group's global writes are done.
+template <int Pending>
+__device__ inline void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(Pending) : "memory");
+}
 // Waits until every bulk group of this thread is complete (its global writes done).
-__device__ inline void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+__device__ inline void bulk_wait_all() { bulk_wait<0>(); }
 
 }  // namespace fc::kernels::cuda::hopper

@@ -18,6 +18,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -76,10 +77,14 @@ TEST(Fa3Backward, OverlappedDqConversionAgreesWithTheOneAfter) {
 
 // Straight on the entry points (the subject keeps its workspaces to itself): every kv head's count reaches
 // fa3_dq_ready_count, which is 2 per key tile of 128 (CTAs that visit no query count too: top-left causal with Nq < Nk),
-// and, with the second warpgroup of every CTA held back 200 us before its last dQ reduction (the tests-only delay), the
-// overlapped conversion still gives the bits of the one after the pass where those are deterministic (one key tile).
-// A target below the full count, or a count before the reductions it stands for, converts rows without that
-// warpgroup's last partial.
+// and, with the second warpgroup of every CTA held back 200 us before its last dQ product (its last reads of K, then
+// its last dQ reduction: the tests-only delay), the overlapped conversion still gives the bits of the one after the pass
+// where those are deterministic (one key tile); dK and dV, sums in registers, give the same bits at every shape. A
+// target below the full count, or a count before the reductions it stands for, converts rows without that warpgroup's
+// last partial. With dK and dV by TMA (the default) the first group stages its dK in its K tile, which the second
+// group's last dQ product reads at d = 128: staged before that read (without the kv_read wait), it corrupts the
+// partial, and dQ differs. Both epilogues run delayed (bwd_epilogue=stores: the first group's K/V release comes before
+// the delay, and with walkers the producer may load the CTA's next tile meanwhile).
 TEST(Fa3Backward, TheConversionWaitsForEveryWarpgroupsLastPartial) {
   REQUIRE_HOPPER();
   struct Shape {
@@ -94,8 +99,9 @@ TEST(Fa3Backward, TheConversionWaitsForEveryWarpgroupsLastPartial) {
                           {2, 96, 96, 130, 128, CausalMask::none}};
   const std::string who = "Fa3Backward";
   int compared = 0;
-  // The overlapped pass with a CTA per key tile, 3 walkers and a CTA per SM (key_pass_ctas 0, 3, -1): with walkers the
-  // delay falls after a group's K/V release, while the other group may already run the CTA's next tile.
+  // The overlapped pass with a CTA per key tile, 3 walkers and a CTA per SM (key_pass_ctas 0, 3, -1), each epilogue
+  // (the reference: TMA, no delay, a CTA per tile).
+  for (bool by_stores : {false, true}) {
   for (int walkers : {0, 3, -1}) {
     for (int d : {64, 128}) {
       for (const Shape& sh : shapes) {
@@ -107,6 +113,7 @@ TEST(Fa3Backward, TheConversionWaitsForEveryWarpgroupsLastPartial) {
         DeviceBuffer q(nq * 2, who, "Q"), k(nk * 2, who, "K"), v(nk * 2, who, "V"), o(nq * 2, who, "O"), g(nq * 2, who, "dO");
         DeviceBuffer lse(rows * 4, who, "L"), delta(rows * 4, who, "D"), accum(nq * 4, who, "dQ's accumulator"), ready(heads_kv * 4, who, "counts");
         DeviceBuffer dq_after(nq * 2, who, "dQ after"), dq_overlapped(nq * 2, who, "dQ overlapped"), dk(nk * 2, who, "dK"), dv(nk * 2, who, "dV");
+        DeviceBuffer dk_delayed(nk * 2, who, "dK delayed"), dv_delayed(nk * 2, who, "dV delayed");
         const std::uint64_t seed = static_cast<std::uint64_t>(d * 1000 + sh.nk);
         fill_normal(q.get(), nq, StorageType::bf16, seed, 1), fill_normal(k.get(), nk, StorageType::bf16, seed, 2);
         fill_normal(v.get(), nk, StorageType::bf16, seed, 3), fill_normal(g.get(), nq, StorageType::bf16, seed, 4);
@@ -127,7 +134,8 @@ TEST(Fa3Backward, TheConversionWaitsForEveryWarpgroupsLastPartial) {
         b.dq = out(dq_after, sh.heads_q, sh.nq);
         fa3_backward(b, nullptr);
         b.dq = out(dq_overlapped, sh.heads_q, sh.nq), b.dq_ready = static_cast<std::uint32_t*>(ready.get()), b.dq_ready_test_delay_ns = 200000;
-        b.key_pass_ctas = walkers;
+        b.key_pass_ctas = walkers, b.dk_dv_by_stores = by_stores;
+        b.dk = out(dk_delayed, sh.heads_kv, sh.nk), b.dv = out(dv_delayed, sh.heads_kv, sh.nk);
         fa3_backward(b, nullptr);
         check_cuda(cudaDeviceSynchronize(), who, "the backwards");
         std::vector<std::uint16_t> after(nq), overlapped(nq);
@@ -135,11 +143,19 @@ TEST(Fa3Backward, TheConversionWaitsForEveryWarpgroupsLastPartial) {
         check_cuda(cudaMemcpy(after.data(), dq_after.get(), nq * 2, cudaMemcpyDeviceToHost), who, "dQ after");
         check_cuda(cudaMemcpy(overlapped.data(), dq_overlapped.get(), nq * 2, cudaMemcpyDeviceToHost), who, "dQ overlapped");
         check_cuda(cudaMemcpy(counts.data(), ready.get(), heads_kv * 4, cudaMemcpyDeviceToHost), who, "counts");
-        const std::string what = "key_pass_ctas " + std::to_string(walkers) + ", d " + std::to_string(d) + ", B " + std::to_string(sh.batch) + ", Hq " + std::to_string(sh.heads_q) + ", Hkv " +
+        std::vector<std::uint16_t> kv_want(2 * nk), kv_got(2 * nk);
+        check_cuda(cudaMemcpy(kv_want.data(), dk.get(), nk * 2, cudaMemcpyDeviceToHost), who, "dK");
+        check_cuda(cudaMemcpy(kv_want.data() + nk, dv.get(), nk * 2, cudaMemcpyDeviceToHost), who, "dV");
+        check_cuda(cudaMemcpy(kv_got.data(), dk_delayed.get(), nk * 2, cudaMemcpyDeviceToHost), who, "dK delayed");
+        check_cuda(cudaMemcpy(kv_got.data() + nk, dv_delayed.get(), nk * 2, cudaMemcpyDeviceToHost), who, "dV delayed");
+        const std::string what = std::string(by_stores ? "dK and dV by stores, " : "dK and dV by TMA, ") + "key_pass_ctas " + std::to_string(walkers) + ", d " + std::to_string(d) + ", B " + std::to_string(sh.batch) + ", Hq " + std::to_string(sh.heads_q) + ", Hkv " +
                                  std::to_string(sh.heads_kv) + ", Nq " + std::to_string(sh.nq) + ", Nk " + std::to_string(sh.nk);
         const unsigned tiles = static_cast<unsigned>((sh.nk + 127) / 128);
         EXPECT_EQ(fa3_dq_ready_count(s), 2 * tiles) << what;
         for (std::size_t i = 0; i < heads_kv; ++i) EXPECT_EQ(counts[i], 2 * tiles) << "kv head " << i << ": " << what;
+        std::size_t kv_differing = 0;
+        for (std::size_t i = 0; i < 2 * nk; ++i) kv_differing += kv_want[i] != kv_got[i];
+        EXPECT_EQ(kv_differing, 0u) << "dK and dV entries differing: " << what;
         if (sh.nk <= 128) {
           std::size_t differing = 0;
           for (std::size_t i = 0; i < nq; ++i) differing += after[i] != overlapped[i];
@@ -149,7 +165,8 @@ TEST(Fa3Backward, TheConversionWaitsForEveryWarpgroupsLastPartial) {
       }
     }
   }
-  std::cout << compared << " shapes with dQ compared bit for bit under the delay; counts checked on all\n";
+  }
+  std::cout << compared << " shapes with dQ compared bit for bit under the delay; counts, dK and dV checked on all\n";
 }
 
 // The key-tiled pass walked by fewer CTAs than tiles (bwd_grid=N, or persistent: a CTA per SM), or launched in
@@ -303,6 +320,63 @@ TEST(Fa3Backward, KeyPassEpilogueIsAnOptionWithTwoValues) {
     ADD_FAILURE() << "cuda.fa3 took bwd_epilogue=tma";
   } catch (const SubjectError& e) {
     EXPECT_NE(std::string(e.what()).find("automatic or stores"), std::string::npos) << e.what();
+  }
+}
+
+// Which way dK and dV leave is the launcher's choice (fa3_dk_dv_by_tma): TMA for layouts a tensor map can describe,
+// the 4-byte stores otherwise or when asked. Outputs with rows 2 elements longer than d (4-byte aligned pairs, not
+// 16-byte aligned rows) take the stores, and must hold the same dK and dV as contiguous ones written by TMA, over key
+// tails, GQA and both head dims.
+TEST(Fa3Backward, DkDvLayoutsTmaCannotWriteTakeTheStores) {
+  REQUIRE_HOPPER();
+  const std::string who = "Fa3Backward";
+  for (int d : {64, 128}) {
+    AttentionShapeParams s;
+    s.batch = 2, s.heads_q = 4, s.heads_kv = 2, s.seq_q = 200, s.seq_k = 300, s.head_dim = d, s.mask = CausalMask::none;
+    s.scale = static_cast<float>(1 / std::sqrt(static_cast<double>(d)));
+    const int padded = d + 2;
+    const std::size_t nq = static_cast<std::size_t>(s.batch) * s.heads_q * s.seq_q * d, nk = static_cast<std::size_t>(s.batch) * s.heads_kv * s.seq_k * d;
+    const std::size_t nk_padded = nk / d * padded, rows = static_cast<std::size_t>(s.batch) * s.heads_q * s.seq_q;
+    DeviceBuffer q(nq * 2, who, "Q"), k(nk * 2, who, "K"), v(nk * 2, who, "V"), o(nq * 2, who, "O"), g(nq * 2, who, "dO"), dq(nq * 2, who, "dQ");
+    DeviceBuffer lse(rows * 4, who, "L"), delta(rows * 4, who, "D"), accum(nq * 4, who, "dQ's accumulator");
+    DeviceBuffer dk(nk * 2, who, "dK"), dv(nk * 2, who, "dV"), dk_padded(nk_padded * 2, who, "dK padded"), dv_padded(nk_padded * 2, who, "dV padded");
+    const std::uint64_t seed = static_cast<std::uint64_t>(d) * 77;
+    fill_normal(q.get(), nq, StorageType::bf16, seed, 1), fill_normal(k.get(), nk, StorageType::bf16, seed, 2);
+    fill_normal(v.get(), nk, StorageType::bf16, seed, 3), fill_normal(g.get(), nq, StorageType::bf16, seed, 4);
+    const auto in = [&](const DeviceBuffer& b, int heads, int n) {
+      return Strided{b.get(), static_cast<std::int64_t>(heads) * n * d, static_cast<std::int64_t>(n) * d, d};
+    };
+    const auto out = [&](const DeviceBuffer& b, int heads, int n, int row) {
+      return StridedOut{b.get(), static_cast<std::int64_t>(heads) * n * row, static_cast<std::int64_t>(n) * row, row};
+    };
+    ForwardParams f;
+    f.shape = s, f.type = StorageType::bf16, f.q = in(q, s.heads_q, s.seq_q), f.k = in(k, s.heads_kv, s.seq_k), f.v = in(v, s.heads_kv, s.seq_k);
+    f.o = out(o, s.heads_q, s.seq_q, d), f.lse = static_cast<float*>(lse.get());
+    fa3_forward(f, Fa3Schedule::automatic, nullptr);
+    BackwardParams b;
+    b.shape = s, b.type = StorageType::bf16, b.q = f.q, b.k = f.k, b.v = f.v, b.o = in(o, s.heads_q, s.seq_q), b.dout = in(g, s.heads_q, s.seq_q);
+    b.lse = static_cast<const float*>(lse.get()), b.delta = static_cast<float*>(delta.get()), b.dq_accum = static_cast<float*>(accum.get());
+    b.dq = out(dq, s.heads_q, s.seq_q, d), b.deterministic = false;
+    b.dk = out(dk, s.heads_kv, s.seq_k, d), b.dv = out(dv, s.heads_kv, s.seq_k, d);
+    EXPECT_TRUE(fa3_dk_dv_by_tma(b)) << "contiguous dK and dV, d " << d;
+    fa3_backward(b, nullptr);
+    BackwardParams asked = b;
+    asked.dk_dv_by_stores = true;
+    EXPECT_FALSE(fa3_dk_dv_by_tma(asked)) << "dk_dv_by_stores, d " << d;
+    b.dk = out(dk_padded, s.heads_kv, s.seq_k, padded), b.dv = out(dv_padded, s.heads_kv, s.seq_k, padded);
+    EXPECT_FALSE(fa3_dk_dv_by_tma(b)) << "rows of " << padded << " elements, d " << d;
+    fa3_backward(b, nullptr);
+    check_cuda(cudaDeviceSynchronize(), who, "the backwards");
+    for (const auto& [dense, wide, name] : {std::tuple{&dk, &dk_padded, "dK"}, std::tuple{&dv, &dv_padded, "dV"}}) {
+      std::vector<std::uint16_t> want(nk), got(nk_padded);
+      check_cuda(cudaMemcpy(want.data(), dense->get(), nk * 2, cudaMemcpyDeviceToHost), who, name);
+      check_cuda(cudaMemcpy(got.data(), wide->get(), nk_padded * 2, cudaMemcpyDeviceToHost), who, name);
+      std::size_t differing = 0;
+      for (std::size_t r = 0; r < nk / d; ++r) {
+        for (int c = 0; c < d; ++c) differing += want[r * d + c] != got[r * padded + c];
+      }
+      EXPECT_EQ(differing, 0u) << name << ": entries differing between TMA (contiguous) and the stores (rows of " << padded << "), d " << d;
+    }
   }
 }
 
