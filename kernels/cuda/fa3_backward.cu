@@ -219,8 +219,8 @@ __device__ inline void store_gradient_rows(T* out, std::int64_t row_stride, cons
 // runs (the dQ reductions' completion, the stores); by TMA (the default), once the stores have read dK and dV staged
 // in those buffers, at the epilogue's end. The producer issues the next tile's Q and dO after that K/V load, not before.
 // Measured with the stores (NOTES, version 12): no faster than a CTA per tile without a mask, and slower under causal
-// masks, where the static stride hands the long key tiles to the same CTAs. Steps are counted over the CTA's whole walk (g below): the Q/dO ring's stages, the dS^T buffers
-// and their barriers' parities run on across tiles.
+// masks, where the static stride hands the long key tiles to the same CTAs. Steps are counted over the CTA's whole
+// walk (g below): the Q/dO ring's stages, the dS^T buffers and their barriers' parities run on across tiles.
 template <class T, int D, bool FusedDq>
 __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                                                                   const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap dout_map,
