@@ -102,13 +102,17 @@ has bench && { step "precision-bench" precision-bench.log build-gpu/bin/precisio
 # The side-by-side throughput table (FLASHCHECK_BENCH_ARGS narrows it, e.g. "--n 4096 --d 128").
 has bench && { step "bench" bench.log build-gpu/bin/flashcheck bench --out "$out/bench" --overwrite ${FLASHCHECK_BENCH_ARGS:-} || status=1; }
 # An A/B in the same call: FLASHCHECK_BENCH_AB="NAME=A NAME=B ..." runs the bench (with FLASHCHECK_BENCH_ARGS) once per
-# option in turn, FLASHCHECK_BENCH_ROUNDS rounds (default 2), each run a process of its own, so the variants alternate
-# on one card (kernels/cuda/NOTES.md compares figures only so); the records go to bench-ab.jsonl.
+# variant in turn, FLASHCHECK_BENCH_ROUNDS rounds (default 2), each run a process of its own, so the variants alternate
+# on one card (kernels/cuda/NOTES.md compares figures only so); the records go to bench-ab.jsonl. A variant of several
+# options joins them with '+' (NAME=A+OTHER=B: one --option each).
 if has bench && [ -n "${FLASHCHECK_BENCH_AB:-}" ]; then
   for ((round = 1; round <= ${FLASHCHECK_BENCH_ROUNDS:-2}; round++)); do
-    for option in $FLASHCHECK_BENCH_AB; do
-      step "bench --option $option, round $round" "bench-ab-$round-$option.log" \
-        build-gpu/bin/flashcheck bench --out "$out/bench-ab/$round-$option" --overwrite --option "$option" ${FLASHCHECK_BENCH_ARGS:-} || status=1
+    for variant in $FLASHCHECK_BENCH_AB; do
+      options=()
+      IFS='+' read -ra parts <<< "$variant"
+      for part in "${parts[@]}"; do options+=(--option "$part"); done
+      step "bench --option $variant, round $round" "bench-ab-$round-$variant.log" \
+        build-gpu/bin/flashcheck bench --out "$out/bench-ab/$round-$variant" --overwrite "${options[@]}" ${FLASHCHECK_BENCH_ARGS:-} || status=1
     done
   done
 fi

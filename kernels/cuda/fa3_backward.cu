@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/fa3_forward.cuh"
 #include "kernels/cuda/fa3_kernels.hpp"
@@ -194,6 +195,17 @@ __device__ inline void gradient_words(std::uint32_t (&words)[D / 16][4], const f
         words[nb / 2][2 * (nb % 2) + r] = Storage<T>::pack(a, b);
       }
     }
+  }
+}
+
+// fn(std::true_type{}) where the policy rounds stochastically, fn(std::false_type{}) otherwise: the epilogue's test of
+// the policy, outside gradient_words' pair loop.
+template <class Fn>
+__device__ inline void with_rounding_policy(const OutputRounding& rounding, Fn&& fn) {
+  if (rounding.stochastic) {
+    fn(std::true_type{});
+  } else {
+    fn(std::false_type{});
   }
 }
 
@@ -457,18 +469,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
 #pragma unroll
       for (int box = 0; box < D / 64; ++box) k_boxes[box] = sK + group * kGroupBytes + box * kQBox, v_boxes[box] = sV + group * kGroupBytes + box * kQBox;
       const std::uint64_t index0 = (kv_row0 + key_row0) * D;
-      if (p.rounding.stochastic) {
-        gradient_words<T, D, true>(words, dv, 1.f, p.rounding, p.grad_stream, index0, t);
-      } else {
-        gradient_words<T, D, false>(words, dv, 1.f, p.rounding, p.grad_stream, index0, t);
-      }
+      with_rounding_policy(p.rounding, [&](auto sr) { gradient_words<T, D, decltype(sr)::value>(words, dv, 1.f, p.rounding, p.grad_stream, index0, t); });
       store_p_boxes<D / 16>(v_boxes, words);  // (and the async-proxy fence)
       mbarrier_wait(&kv_read, walked & 1);
-      if (p.rounding.stochastic) {
-        gradient_words<T, D, true>(words, dk, s.scale, p.rounding, p.grad_stream, index0, t);
-      } else {
-        gradient_words<T, D, false>(words, dk, s.scale, p.rounding, p.grad_stream, index0, t);
-      }
+      with_rounding_policy(p.rounding, [&](auto sr) { gradient_words<T, D, decltype(sr)::value>(words, dk, s.scale, p.rounding, p.grad_stream, index0, t); });
       store_p_boxes<D / 16>(k_boxes, words);
       named_barrier_sync(1 + group, 128);
       if (leader) {
@@ -482,13 +486,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) fa3_dk_dv_kernel(const __grid_c
       if (FusedDq && leader) dq_partials_in<0>(p, b, hk);
       T* dk_out = static_cast<T*>(p.dk.data) + b * p.dk.batch + hk * p.dk.head;
       T* dv_out = static_cast<T*>(p.dv.data) + b * p.dv.batch + hk * p.dv.head;
-      if (p.rounding.stochastic) {
-        store_gradient_rows<T, D, true>(dk_out, p.dk.row, dk, s.scale, p.rounding, p.grad_stream, kv_row0, key_row0, s.seq_k, t);
-        store_gradient_rows<T, D, true>(dv_out, p.dv.row, dv, 1.f, p.rounding, p.grad_stream, kv_row0, key_row0, s.seq_k, t);
-      } else {
-        store_gradient_rows<T, D, false>(dk_out, p.dk.row, dk, s.scale, p.rounding, p.grad_stream, kv_row0, key_row0, s.seq_k, t);
-        store_gradient_rows<T, D, false>(dv_out, p.dv.row, dv, 1.f, p.rounding, p.grad_stream, kv_row0, key_row0, s.seq_k, t);
-      }
+      with_rounding_policy(p.rounding, [&](auto sr) {
+        store_gradient_rows<T, D, decltype(sr)::value>(dk_out, p.dk.row, dk, s.scale, p.rounding, p.grad_stream, kv_row0, key_row0, s.seq_k, t);
+        store_gradient_rows<T, D, decltype(sr)::value>(dv_out, p.dv.row, dv, 1.f, p.rounding, p.grad_stream, kv_row0, key_row0, s.seq_k, t);
+      });
     }
     if (by_tma) {
       if (leader) {

@@ -169,6 +169,44 @@ TEST(Fa3Backward, TheConversionWaitsForEveryWarpgroupsLastPartial) {
   std::cout << compared << " shapes with dQ compared bit for bit under the delay; counts, dK and dV checked on all\n";
 }
 
+// A shape of the key-tiled pass's bit-for-bit tests.
+struct PassShape {
+  int batch, heads_q, heads_kv, nq, nk;
+};
+
+// `subject`'s backward against `reference`'s, both given bwd=`form`, over head dims 64 and 128, each shape and three
+// masks, the policy alternating over four (two with SR): dK and dV must be the same bits (sums in registers), and dQ
+// wherever its fp32 sum is deterministic (two_pass; Nk <= 128, one key tile per kv head). The forward is the
+// reference's. `seed_nq` weighs Nq in the cases' seeds; `what` names the pair in a failure. Returns the cases run.
+int expect_same_gradient_bits(Subject& reference, Subject& subject, const std::string& form, const std::vector<PassShape>& shapes, int seed_nq,
+                              const std::string& what) {
+  const char* policies[] = {"bf16", "fp16,round=sr,seed=5", "fp16", "bf16,round=sr,seed=7"};
+  int compared = 0;
+  for (int d : {64, 128}) {
+    for (const PassShape& sh : shapes) {
+      for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
+        gradcheck::Case c;
+        c.shape = {sh.batch, sh.heads_q, sh.heads_kv, sh.nq, sh.nk, d, d};
+        c.mask = m, c.scale = 1 / std::sqrt(static_cast<double>(d));
+        c.policy = PrecisionPolicy::parse(policies[compared % 4]);
+        c.seed = static_cast<std::uint64_t>(d * 100000 + seed_nq * sh.nq + 7 * sh.heads_kv + sh.nk);
+        const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+        const gradcheck::Outputs f = gradcheck::Caller(reference, c).fwd(in.q, in.k, in.v);
+        const gradcheck::Outputs want = gradcheck::Caller(reference, c).bwd(in.q, in.k, in.v, f, in.dout);
+        const gradcheck::Outputs got = gradcheck::Caller(subject, c).bwd(in.q, in.k, in.v, f, in.dout);
+        const bool dq_deterministic = form == "two_pass" || sh.nk <= 128;
+        for (const char* t : {"dQ", "dK", "dV"}) {
+          if (std::string(t) == "dQ" && !dq_deterministic) continue;
+          const testing::Difference diff = testing::differing(got.at(t).values(), want.at(t).values());
+          EXPECT_EQ(diff.count, 0u) << t << " differs in " << diff.count << " entries (first at " << diff.first << ") for " << what << " " << c.to_string();
+        }
+        ++compared;
+      }
+    }
+  }
+  return compared;
+}
+
 // The key-tiled pass walked by fewer CTAs than tiles (bwd_grid=N, or persistent: a CTA per SM), or launched in
 // another order (bwd_tail: the last head pairs key tile slowest), must give the bits of a CTA per tile head by head:
 // each tile's arithmetic is the same, only the CTA that runs it and when change, and the steps' ring stages, dS^T
@@ -195,45 +233,18 @@ class KeyPass : public ::testing::TestWithParam<KeyPassRun> {};
 TEST_P(KeyPass, WalkersAndOrdersGiveTheBitsOfACtaPerTileHeadByHead) {
   REQUIRE_HOPPER();
   const KeyPassRun& run = GetParam();
-  struct Shape {
-    int batch, heads_q, heads_kv, nq, nk;
-  };
   // (steps per tile, none / causal top-left: 2 / 2; 20 / 0-20; 4 / 0-4; 36 / 28-36; 3, 3, 3 / 3, 1, 0; 3 / 3; 9 / 9;
   // 1 / 1 on 256 tiles, more than the SMs, so the persistent walk takes two tiles on some CTAs. Odd counts start the
   // next tile on the other stage and dS^T buffer.)
-  const Shape shapes[] = {{4, 16, 16, 100, 128}, {3, 8, 2, 300, 1000}, {1, 4, 4, 70, 600}, {1, 2, 1, 1100, 257},
-                          {2, 3, 3, 130, 384},   {5, 6, 6, 130, 128},  {4, 12, 4, 130, 100}, {8, 32, 32, 64, 128}};
-  const char* policies[] = {"bf16", "fp16,round=sr,seed=5", "fp16", "bf16,round=sr,seed=7"};
+  const std::vector<PassShape> shapes = {{4, 16, 16, 100, 128}, {3, 8, 2, 300, 1000}, {1, 4, 4, 70, 600}, {1, 2, 1, 1100, 257},
+                                         {2, 3, 3, 130, 384},   {5, 6, 6, 130, 128},  {4, 12, 4, 130, 100}, {8, 32, 32, 64, 128}};
   auto tiled = testing::registered_subject("cuda.fa3"), walked = testing::registered_subject("cuda.fa3");
   ASSERT_TRUE(tiled && walked) << "cuda.fa3 is not registered on this Hopper GPU";
   tiled->set_option("bwd", run.form), tiled->set_option("bwd_grid", "tiles"), tiled->set_option("bwd_tail", "0");
   walked->set_option("bwd", run.form), walked->set_option("bwd_grid", run.walkers), walked->set_option("bwd_tail", run.tail);
-  int compared = 0;
-  for (int d : {64, 128}) {
-    for (const Shape& sh : shapes) {
-      for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
-        gradcheck::Case c;
-        c.shape = {sh.batch, sh.heads_q, sh.heads_kv, sh.nq, sh.nk, d, d};
-        c.mask = m, c.scale = 1 / std::sqrt(static_cast<double>(d));
-        c.policy = PrecisionPolicy::parse(policies[compared % 4]);
-        c.seed = static_cast<std::uint64_t>(d * 100000 + sh.nq + 7 * sh.heads_kv + sh.nk);
-        const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
-        const gradcheck::Outputs f = gradcheck::Caller(*tiled, c).fwd(in.q, in.k, in.v);
-        const gradcheck::Outputs want = gradcheck::Caller(*tiled, c).bwd(in.q, in.k, in.v, f, in.dout);
-        const gradcheck::Outputs got = gradcheck::Caller(*walked, c).bwd(in.q, in.k, in.v, f, in.dout);
-        const bool dq_deterministic = run.form == "two_pass" || sh.nk <= 128;
-        for (const char* t : {"dQ", "dK", "dV"}) {
-          if (std::string(t) == "dQ" && !dq_deterministic) continue;
-          const testing::Difference diff = testing::differing(got.at(t).values(), want.at(t).values());
-          EXPECT_EQ(diff.count, 0u) << t << " differs in " << diff.count << " entries (first at " << diff.first << ") for bwd=" << run.form
-                                    << " bwd_grid=" << run.walkers << " bwd_tail=" << run.tail << " " << c.to_string();
-        }
-        ++compared;
-      }
-    }
-  }
-  std::cout << compared << " cases: bwd=" << run.form << " bwd_grid=" << run.walkers << " bwd_tail=" << run.tail
-            << " gives the bits of a CTA per tile head by head\n";
+  const std::string what = "bwd=" + run.form + " bwd_grid=" + run.walkers + " bwd_tail=" + run.tail;
+  const int compared = expect_same_gradient_bits(*tiled, *walked, run.form, shapes, 1, what);
+  std::cout << compared << " cases: " << what << " gives the bits of a CTA per tile head by head\n";
 }
 
 std::string key_pass_run_name(const ::testing::TestParamInfo<KeyPassRun>& info) {
@@ -269,41 +280,15 @@ class KeyPassEpilogue : public ::testing::TestWithParam<EpilogueRun> {};
 TEST_P(KeyPassEpilogue, TmaGivesTheGlobalStoresBits) {
   REQUIRE_HOPPER();
   const EpilogueRun& run = GetParam();
-  struct Shape {
-    int batch, heads_q, heads_kv, nq, nk;
-  };
   // (key tails of 1, 65 and 127 rows past a whole tile; one key tile per kv head in the first two: dQ compared there)
-  const Shape shapes[] = {{2, 8, 2, 200, 65}, {3, 4, 4, 130, 128}, {2, 6, 3, 300, 641}, {1, 4, 2, 1000, 383}, {2, 2, 2, 64, 129}};
-  const char* policies[] = {"bf16", "fp16,round=sr,seed=5", "fp16", "bf16,round=sr,seed=7"};
+  const std::vector<PassShape> shapes = {{2, 8, 2, 200, 65}, {3, 4, 4, 130, 128}, {2, 6, 3, 300, 641}, {1, 4, 2, 1000, 383}, {2, 2, 2, 64, 129}};
   auto tma = testing::registered_subject("cuda.fa3"), stores = testing::registered_subject("cuda.fa3");
   ASSERT_TRUE(tma && stores) << "cuda.fa3 is not registered on this Hopper GPU";
   for (auto* s : {tma.get(), stores.get()}) s->set_option("bwd", run.form), s->set_option("bwd_grid", run.walkers);
   stores->set_option("bwd_epilogue", "stores");
-  int compared = 0;
-  for (int d : {64, 128}) {
-    for (const Shape& sh : shapes) {
-      for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
-        gradcheck::Case c;
-        c.shape = {sh.batch, sh.heads_q, sh.heads_kv, sh.nq, sh.nk, d, d};
-        c.mask = m, c.scale = 1 / std::sqrt(static_cast<double>(d));
-        c.policy = PrecisionPolicy::parse(policies[compared % 4]);
-        c.seed = static_cast<std::uint64_t>(d * 100000 + 3 * sh.nq + 7 * sh.heads_kv + sh.nk);
-        const gradcheck::CaseInputs in = gradcheck::make_inputs(c);
-        const gradcheck::Outputs f = gradcheck::Caller(*stores, c).fwd(in.q, in.k, in.v);
-        const gradcheck::Outputs want = gradcheck::Caller(*stores, c).bwd(in.q, in.k, in.v, f, in.dout);
-        const gradcheck::Outputs got = gradcheck::Caller(*tma, c).bwd(in.q, in.k, in.v, f, in.dout);
-        const bool dq_deterministic = run.form == "two_pass" || sh.nk <= 128;
-        for (const char* t : {"dQ", "dK", "dV"}) {
-          if (std::string(t) == "dQ" && !dq_deterministic) continue;
-          const testing::Difference diff = testing::differing(got.at(t).values(), want.at(t).values());
-          EXPECT_EQ(diff.count, 0u) << t << " differs in " << diff.count << " entries (first at " << diff.first << ") for bwd=" << run.form
-                                    << " bwd_grid=" << run.walkers << " " << c.to_string();
-        }
-        ++compared;
-      }
-    }
-  }
-  std::cout << compared << " cases: bwd=" << run.form << " bwd_grid=" << run.walkers << ": dK and dV by TMA give the global stores' bits\n";
+  const std::string what = "bwd=" + run.form + " bwd_grid=" + run.walkers;
+  const int compared = expect_same_gradient_bits(*stores, *tma, run.form, shapes, 3, what);
+  std::cout << compared << " cases: " << what << ": dK and dV by TMA give the global stores' bits\n";
 }
 
 std::string epilogue_run_name(const ::testing::TestParamInfo<EpilogueRun>& info) { return info.param.form + "_walkers_" + info.param.walkers; }
