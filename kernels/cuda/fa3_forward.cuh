@@ -900,8 +900,9 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   // own, on a barrier of their own (numbered after the groups' barriers). Issued together, the two S products complete
   // together and both softmaxes then run side by side, each slowed by the other; in turn, group 0's S completes first
   // and its softmax runs under group 1's S, so group 0's first turn comes sooner. The same bits (only the order of
-  // issue changes). A CTA's cost beyond its steps fell from 1.72 to 1.61 steps, + 0.5-1.9 % at N = 4k, level at 16k
-  // (NOTES: "The first S in turn"). The persistent kernel's groups meet each work tile already offset by their turns.
+  // issue changes). Kernel alone on an H200: a CTA's cost beyond its steps fell from 1.72 to 1.61 steps, + 0.5-1.9 % at
+  // N = 4k, level at 16k (NOTES: "The first S in turn"). Not in the persistent kernel, where the groups reach a work
+  // tile's first S after their last turns on the previous one, already apart (a reading; not measured there).
   constexpr bool kStaggeredFirstS = PingPong && !Persistent && kGroups == 2;
   constexpr int kFirstSBarrier = kTurnBarrier + 2 * kGroups;
   const auto before_issue = [&] {
