@@ -376,8 +376,8 @@ __device__ inline void softmax_tile(float (&sc)[NB][4], RowStats& st, float (&al
 // a mask), which changes no bit: x * 1 = x. A branch is taken by the whole warp if any lane needs it, so the unit of the
 // skip decides how often the products run. ByRowHalf = false: one branch over both of the thread's rows (a warp's 16
 // rows); true: one branch and half the products for each row (rows r and r + 8: a warp's rows 0-7, then 8-15), which
-// skips more blocks for 3 more instructions. Measured (NOTES "O's rescale by row half"): the FP8 three-group step 0.5 %
-// shorter, + 1.3 % at 4k; the bf16 step 1 % longer. Ops::kRescaleByRowHalf picks.
+// skips more blocks for 3 more instructions. Measured (NOTES "O's rescale by row half"): the FP8 three-group step with
+// P in shared memory 0.5 % shorter, + 1.3 % at 4k; the bf16 two-group step 1 % longer. Ops::kRescaleByRowHalf picks.
 template <bool ByRowHalf = false, int NB>
 __device__ inline void rescale(float (&o)[NB][4], const float (&alpha)[2]) {
   if constexpr (ByRowHalf) {
