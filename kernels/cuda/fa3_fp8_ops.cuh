@@ -59,8 +59,8 @@ struct E4m3Ops {
   static constexpr unsigned kVtBoxBytes = D * 128;
   static constexpr unsigned kQBytes = kGroupRows * D, kKBytes = kBlockN * D, kVBytes = kVtBoxes * kVtBoxBytes;
   static constexpr bool kBlockScales = true;
-  // (rescale by row half where the groups' steps run without turns, P in shared memory: there the step measured
-  // 0.5 % shorter; the two-group ping-pong kernel with 224-key tiles measured 0.4 % slower, d = 64's level)
+  // (rescale by row half where P sits in shared memory: the three-group step without turns measured 0.5 % shorter;
+  // the two-group ping-pong kernel with 224-key tiles 0.4 % slower, d = 64's level; d = 256's p_operand=shared not timed)
   static constexpr bool kRescaleByRowHalf = PShared;
   static constexpr unsigned kVRawBytes = VInKernel ? kKBytes : 0;  // (V's tile as stored: K's shape)
   static constexpr bool kCanHoldQ = false;  // (S reads Q from shared memory; the default kernel's three groups have no registers to spare)
