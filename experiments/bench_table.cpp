@@ -92,6 +92,8 @@ void BenchDeviceState::add_round(const std::vector<double>& clocks, const std::v
                                  const std::string& round_note) {
   clocks_mhz.insert(clocks_mhz.end(), clocks.begin(), clocks.end());
   powers_w.insert(powers_w.end(), powers.begin(), powers.end());
+  round_clocks_mhz.push_back(bench_median(clocks));
+  round_powers_w.push_back(bench_median(powers));
   limits.insert(limits.end(), round_limits.begin(), round_limits.end());
   std::sort(limits.begin(), limits.end());
   limits.erase(std::unique(limits.begin(), limits.end()), limits.end());

@@ -43,6 +43,9 @@ double bench_median(std::vector<double> values);
 // power_w, clock_limits, device_state_note; kernels/cuda/device_monitor.hpp says what a reading means).
 struct BenchDeviceState {
   std::vector<double> clocks_mhz, powers_w;  // every timed run's readings, over the rounds
+  // Each round's own median, in the order the rounds ran (NaN for a round that read none): a round slower than the
+  // others can then be told apart as a lower clock (the power limiter's) or fewer clocks' work at the same clock
+  std::vector<double> round_clocks_mhz, round_powers_w;
   std::vector<std::string> limits;                           // the clock-limit reasons any round saw, sorted, each once
   std::string note;                                          // why a reading is missing (the first round that lacked one)
 

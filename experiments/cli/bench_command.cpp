@@ -253,6 +253,11 @@ int run(const Request& req) {
               // divides TFLOP/s by the clock for the work a clock does, apart from the clock the power limit leaves)
               j["metrics"]["sm_clock_mhz"] = experiments::number(o.state.sm_clock_mhz());
               j["metrics"]["power_w"] = experiments::number(o.state.power_w());
+              nlohmann::json round_clocks = nlohmann::json::array(), round_powers = nlohmann::json::array();
+              for (double c : o.state.round_clocks_mhz) round_clocks.push_back(experiments::number(c));
+              for (double w : o.state.round_powers_w) round_powers.push_back(experiments::number(w));
+              j["metrics"]["round_sm_clock_mhz"] = round_clocks;  // (beside round_medians_ms, round by round)
+              j["metrics"]["round_power_w"] = round_powers;
               j["clock_limits"] = o.state.limits;
               if (!o.state.note.empty()) j["device_state_note"] = o.state.note;
               j["verdict"] = "measured";

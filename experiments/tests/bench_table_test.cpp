@@ -129,6 +129,22 @@ TEST(BenchDeviceState, PoolsEveryRunsReadingsOverTheRounds) {
   EXPECT_EQ(state.text(), "1725 MHz, 690 W, power cap, thermal (software)");
 }
 
+TEST(BenchDeviceState, KeepsEachRoundsOwnMedianInTheOrderTheRoundsRan) {
+  BenchDeviceState state;
+  state.add_round({1700, 1720, 1600}, {690, 700}, {"power cap"}, "");
+  state.add_round({1580}, {620}, {"power cap"}, "");
+  state.add_round({}, {}, {}, "no clock or power readings");
+  ASSERT_EQ(state.round_clocks_mhz.size(), 3u);
+  ASSERT_EQ(state.round_powers_w.size(), 3u);
+  EXPECT_EQ(state.round_clocks_mhz[0], 1700);  // (the first round's median of three)
+  EXPECT_EQ(state.round_powers_w[0], 695);     // (of two: the middle two's mean)
+  EXPECT_EQ(state.round_clocks_mhz[1], 1580);
+  EXPECT_EQ(state.round_powers_w[1], 620);
+  EXPECT_TRUE(std::isnan(state.round_clocks_mhz[2]));  // (a round that read nothing stays in its place, as NaN)
+  EXPECT_TRUE(std::isnan(state.round_powers_w[2]));
+  EXPECT_EQ(state.sm_clock_mhz(), 1650);  // (the pooled median over every run is unchanged: 1580 1600 1700 1720)
+}
+
 TEST(BenchDeviceState, ShowsOnlyWhatWasReadAndKeepsTheFirstReasonForWhatWasNot) {
   BenchDeviceState none;
   none.add_round({}, {}, {}, "no clock or power readings: no CUDA device (cudaErrorNoDevice)");
