@@ -586,20 +586,31 @@ struct BlockExponents {
 // refilled as soon as every group's S = Q K^T on it is complete, not when the tile's P V is. (WsLayout below: the
 // forward's layouts with two or three groups.)
 constexpr int kConsumers = 2, kConsumerThreads = 128 * kConsumers, kWsThreads = kConsumerThreads + 128;
-constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;  // 128 x 24 + 256 x 240 <= 65536
+constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;  // 128 x 24 + 256 x 240 = 64512 = 384 x 168 (below)
+// The registers a CTA starts with, one CTA an SM: 65536 / threads a thread, down to ptxas's unit of 8 (168 at 384
+// threads, 128 at 512; `Used 168 registers` in ptxas -v for every forward kernel here). setmaxnreg.inc takes its
+// registers from the CTA's own pool, which holds only these and what setmaxnreg.dec gave back, and blocks until they
+// are there: a split above this pool never starts its consumers. (So FA3's own splits: 24 / 240 with two groups, 32 /
+// 160 with three. 32 / 240 would need 65536 with two groups; NOTES "The producer at 32 registers, and two work tiles
+// a CTA".)
+constexpr int launch_registers(int threads) { return 65536 / threads / 8 * 8; }
+static_assert(128 * kProducerRegisters + kConsumerThreads * kConsumerRegisters <= kWsThreads * launch_registers(kWsThreads),
+              "the two-group split (the backward's and Flash Hog's too): at most the launch's pool");
 constexpr int kTurnBarrier = 1;  // named barriers 1 .. Groups: consumer group g waits on kTurnBarrier + g (then the groups' own, then the first S's)
 constexpr int kTurnThreads = 2 * 128;  // a turn barrier joins two consumer groups (the one waiting, the one before it)
 constexpr int kCtaRows = kConsumers * kGroupRows;
 
 // The forward's CTA with Groups consumer warpgroups of 64 rows (2: the layout above; 3: FA3's for d = 64, more
 // softmax in flight where the products are short). The registers are split so that 128 x 24 + 128 Groups x
-// kConsumerRegisters <= 65536: 240 with two groups, 160 with three (setmaxnreg takes multiples of 8).
+// kConsumerRegisters fits the launch's pool (launch_registers): 240 with two groups, 160 with three (setmaxnreg takes
+// multiples of 8).
 template <int Groups>
 struct WsLayout {
   static_assert(Groups == 2 || Groups == 3, "two or three consumer warpgroups");
   static constexpr int kGroups = Groups, kConsumerThreads = 128 * Groups, kThreads = kConsumerThreads + 128, kCtaRows = Groups * kGroupRows;
   static constexpr int kConsumerRegisters = Groups == 2 ? 240 : 160;
-  static_assert(128 * kProducerRegisters + kConsumerThreads * kConsumerRegisters <= 65536, "the register file");
+  static_assert(128 * kProducerRegisters + kConsumerThreads * kConsumerRegisters <= kThreads * launch_registers(kThreads),
+                "the registers setmaxnreg hands out: at most the pool the launch gives the CTA");
 };
 // The forward's consumer groups by head dim, for every launcher that picks them (cuda.fa3's auto, cuda.fa4's grid
 // scheduler, cuda.fa3.fp8): three at d = 64, where a step's products are short (NOTES: +15-22 % at N >= 8k), two
