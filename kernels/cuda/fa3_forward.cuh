@@ -588,7 +588,7 @@ struct BlockExponents {
 constexpr int kConsumers = 2, kConsumerThreads = 128 * kConsumers, kWsThreads = kConsumerThreads + 128;
 constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;  // 128 x 24 + 256 x 240 = 64512 = 384 x 168 (below)
 // The registers a CTA starts with, one CTA an SM: 65536 / threads a thread, down to ptxas's unit of 8 (168 at 384
-// threads, 128 at 512; `Used 168 registers` in ptxas -v for every forward kernel here). setmaxnreg.inc takes its
+// threads, 128 at 512: what ptxas -v reports for the two- and three-group forward kernels). setmaxnreg.inc takes its
 // registers from the CTA's own pool, which holds only these and what setmaxnreg.dec gave back, and blocks until they
 // are there: a split above this pool never starts its consumers. (So FA3's own splits: 24 / 240 with two groups, 32 /
 // 160 with three. 32 / 240 would need 65536 with two groups; NOTES "The producer at 32 registers, and two work tiles
