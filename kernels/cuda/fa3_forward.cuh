@@ -110,15 +110,23 @@ __device__ inline void issue_qk(float (&sc)[BlockN / 8][4], const unsigned char*
   wgmma_commit();
 }
 
-// S = Q K^T as issue_qk, with Q's D / 16 A fragments held in registers (load_fragments, once a work tile) instead of
-// read from shared memory by every S: wgmma's A from registers, K's tile K-major by descriptor.
-template <class T, int D>
-__device__ inline void issue_qk_held(float (&sc)[kBlockN / 8][4], const std::uint32_t (&qf)[D / 16][4], const unsigned char* sK) {
+// S = Q K^T as issue_qk, with the A fragments of Q's first Held k16 steps held in registers (load_fragments, once a
+// work tile) instead of read from shared memory by every S: wgmma's A from registers for those, from sQ by descriptor
+// for the rest (Held = D / 16: all of them, sQ unused); K's tile K-major by descriptor. Within one S the steps
+// accumulate in the same order either way, so the split does not change a bit.
+template <class T, int D, int Held>
+__device__ inline void issue_qk_held(float (&sc)[kBlockN / 8][4], const std::uint32_t (&qf)[Held][4], const unsigned char* sQ, const unsigned char* sK) {
+  static_assert(Held >= 1 && Held <= D / 16, "k16 steps of Q");
   wgmma_fence();
 #pragma unroll
   for (int k = 0; k < D / 16; ++k) {
     const std::uint64_t b = wgmma_descriptor_advance(wgmma_descriptor_sw128(sK + (k / 4) * kKVBox), k % 4);
-    wgmma_m64n128k16_rs_nt<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[64]>(sc), qf[k], b, k > 0);
+    if (k < Held) {
+      wgmma_m64n128k16_rs_nt<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[64]>(sc), qf[k < Held ? k : 0], b, k > 0);
+    } else {
+      const std::uint64_t a = wgmma_descriptor_advance(wgmma_descriptor_sw128(sQ + (k / 4) * kQBox), k % 4);
+      wgmma_m64n128k16_ss<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[64]>(sc), a, b, k > 0);
+    }
   }
   wgmma_commit();
 }
@@ -522,8 +530,8 @@ struct Wide16Ops {
   static constexpr bool kBlockScales = false;
   static constexpr bool kRescaleByRowHalf = false;  // (rescale: by row half the bf16 step measured 1 % longer, and level with the vote alone)
   static constexpr unsigned kVRawBytes = 0;
-  // S's A operand may be Q's fragments held in registers (qk_held; the kernel's kQHeld decides): 32 registers a thread
-  // at d = 128, which two groups with P in registers have
+  // S's A operand may be Q's fragments held in registers (qk_held; the kernel's kQHeldSteps decides how many): 32
+  // registers a thread at d = 128, which two groups with P in registers have
   static constexpr bool kCanHoldQ = !PShared && BlockN == fa3::kBlockN && D == 128;
   // Q's rows row0 .. row0 + 63 of head h; K's and V's keys key0 .. key0 + BlockN - 1 of kv head hk: D / 64 boxes each.
   __device__ static void load_q(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) {
@@ -537,9 +545,10 @@ struct Wide16Ops {
   }
   __device__ static void load_v(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int key0, int hk, int b) { load_k(dst, map, bar, key0, hk, b); }
   __device__ static void qk(float (&sc)[BlockN / 8][4], const unsigned char* sQ, const unsigned char* sK) { issue_qk<T, D, BlockN>(sc, sQ, sK); }
-  __device__ static void qk_held(float (&sc)[BlockN / 8][4], const std::uint32_t (&qf)[D / 16][4], const unsigned char* sK) {
+  template <int Held>
+  __device__ static void qk_held(float (&sc)[BlockN / 8][4], const std::uint32_t (&qf)[Held][4], const unsigned char* sQ, const unsigned char* sK) {
     static_assert(kCanHoldQ, "Q's fragments serve 128-key tiles at d = 128 with P in registers");
-    issue_qk_held<T, D>(sc, qf, sK);
+    issue_qk_held<T, D, Held>(sc, qf, sQ, sK);
   }
   __device__ static void pack(PFragments& pa, const float (&sc)[BlockN / 8][4], unsigned char* sP) {
     if constexpr (PShared) {
@@ -920,10 +929,12 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   constexpr bool kSyncOwnP = !PingPong && Ops::kPBytes > 0;
   // S's A operand from registers: Q's fragments, loaded once a work tile (load_fragments), where the Operands class
   // allows it and two groups have the registers. 1 % faster than S reading Q from shared memory in every step, the same
-  // bits (NOTES: "Q's fragments held in registers"). Not under FA4's rule or the persistent scheduler, whose steps then
-  // spilled (FA4's, measured, 2-4 % slower), nor in the loop without overlap, where ptxas (nvcc 13.0) gave P's fragments
-  // Q's registers and every S after the first read P (Fa3Schedules' bit-for-bit test caught it).
-  constexpr bool kQHeld = Ops::kCanHoldQ && Overlap && Groups == 2 && !Rule::kSelective && !Persistent;
+  // bits (NOTES: "Q's fragments held in registers"). Not under FA4's rule, whose steps then spilled (measured 2-4 %
+  // slower), nor in the loop without overlap, where ptxas (nvcc 13.0) gave P's fragments Q's registers and every S
+  // after the first read P (Fa3Schedules' bit-for-bit test caught it). The persistent kernel holds the first half of
+  // Q's k16 steps: all of them spilled in its consumers (ptxas: 104 / 180 / 308 bytes), six 64 / 128 / 224, four none;
+  // with four its step is 0.8-0.9 % shorter (NOTES "The producer at 32 registers, and two work tiles a CTA", item 3c).
+  constexpr int kQHeldSteps = !(Ops::kCanHoldQ && Overlap && Groups == 2 && !Rule::kSelective) ? 0 : Persistent ? D / 32 : D / 16;
   // The grid's first S in turn (two groups with turns): group 1 issues its first S only after group 0 has issued its
   // own, on a barrier of their own (numbered after the groups' barriers). Issued together, the two S products complete
   // together and both softmaxes then run side by side, each slowed by the other; in turn, group 0's S completes first
@@ -961,11 +972,11 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
     for (int box = 0; box < D / 64; ++box) {
       o_boxes[box] = box < kOBoxesInQ<Ops> ? sQ + (qb * kGroups + group) * Ops::kQBytes + box * kQBox : sPg + (box - kOBoxesInQ<Ops>) * kQBox;
     }
-    std::uint32_t qf[kQHeld ? D / 16 : 1][4];  // (kQHeld) Q's A fragments, read once a work tile
-    if constexpr (kQHeld) load_fragments<D>(qf, sQg, static_cast<int>((threadIdx.x % 128) / 32), static_cast<int>(threadIdx.x % 32));
+    std::uint32_t qf[kQHeldSteps > 0 ? kQHeldSteps : 1][4];  // (kQHeldSteps) Q's A fragments, read once a work tile
+    if constexpr (kQHeldSteps > 0) load_fragments<D>(qf, sQg, static_cast<int>((threadIdx.x % 128) / 32), static_cast<int>(threadIdx.x % 32));
     const auto issue_s = [&](float (&sc)[BlockN / 8][4], const unsigned char* sQs, const unsigned char* sK) {
-      if constexpr (kQHeld) {
-        Ops::qk_held(sc, qf, sK);
+      if constexpr (kQHeldSteps > 0) {
+        Ops::template qk_held<kQHeldSteps>(sc, qf, sQs, sK);
       } else {
         Ops::qk(sc, sQs, sK);
       }
