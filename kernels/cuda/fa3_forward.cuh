@@ -531,7 +531,8 @@ struct Wide16Ops {
   static constexpr bool kRescaleByRowHalf = false;  // (rescale: by row half the bf16 step measured 1 % longer, and level with the vote alone)
   static constexpr unsigned kVRawBytes = 0;
   // S's A operand may be Q's fragments held in registers (qk_held; the kernel's kQHeldSteps decides how many): 32
-  // registers a thread at d = 128, which two groups with P in registers have
+  // registers a thread at d = 128 for all eight k16 steps, which two groups with P in registers have (the persistent
+  // kernel holds four, 16 registers)
   static constexpr bool kCanHoldQ = !PShared && BlockN == fa3::kBlockN && D == 128;
   // Q's rows row0 .. row0 + 63 of head h; K's and V's keys key0 .. key0 + BlockN - 1 of kv head hk: D / 64 boxes each.
   __device__ static void load_q(unsigned char* dst, const CUtensorMap* map, std::uint64_t* bar, int row0, int h, int b) {
@@ -932,8 +933,9 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   // bits (NOTES: "Q's fragments held in registers"). Not under FA4's rule, whose steps then spilled (measured 2-4 %
   // slower), nor in the loop without overlap, where ptxas (nvcc 13.0) gave P's fragments Q's registers and every S
   // after the first read P (Fa3Schedules' bit-for-bit test caught it). The persistent kernel holds the first half of
-  // Q's k16 steps: all of them spilled in its consumers (ptxas: 104 / 180 / 308 bytes), six 64 / 128 / 224, four none;
-  // with four its step is 0.8-0.9 % shorter (NOTES "The producer at 32 registers, and two work tiles a CTA", item 3c).
+  // Q's k16 steps: with all eight its consumers spilled (ptxas, stack frame / spill stores / spill loads: 104 / 180 /
+  // 308 bytes, the producer's 40 / 64 / 76 included), with six 64 / 128 / 224, with four the producer's alone; with
+  // four its step is 0.8-0.9 % shorter (NOTES "The producer at 32 registers, and two work tiles a CTA", item 3c).
   constexpr int kQHeldSteps = !(Ops::kCanHoldQ && Overlap && Groups == 2 && !Rule::kSelective) ? 0 : Persistent ? D / 32 : D / 16;
   // The grid's first S in turn (two groups with turns): group 1 issues its first S only after group 0 has issued its
   // own, on a barrier of their own (numbered after the groups' barriers). Issued together, the two S products complete
@@ -973,7 +975,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
       o_boxes[box] = box < kOBoxesInQ<Ops> ? sQ + (qb * kGroups + group) * Ops::kQBytes + box * kQBox : sPg + (box - kOBoxesInQ<Ops>) * kQBox;
     }
     std::uint32_t qf[kQHeldSteps > 0 ? kQHeldSteps : 1][4];  // (kQHeldSteps) Q's A fragments, read once a work tile
-    if constexpr (kQHeldSteps > 0) load_fragments<D>(qf, sQg, static_cast<int>((threadIdx.x % 128) / 32), static_cast<int>(threadIdx.x % 32));
+    if constexpr (kQHeldSteps > 0) load_fragments<D, kQHeldSteps>(qf, sQg, static_cast<int>((threadIdx.x % 128) / 32), static_cast<int>(threadIdx.x % 32));
     const auto issue_s = [&](float (&sc)[BlockN / 8][4], const unsigned char* sQs, const unsigned char* sK) {
       if constexpr (kQHeldSteps > 0) {
         Ops::template qk_held<kQHeldSteps>(sc, qf, sQs, sK);

@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace fc::kernels::cuda::hopper {
 
@@ -169,9 +170,10 @@ __device__ inline std::uint64_t wgmma_descriptor_advance_mn(std::uint64_t d, int
 // A warpgroup's 64-row 16-bit tile (D wide, K-major: boxes of 64 rows x 64 columns, 8 KB apart, each 1024-byte aligned
 // with the 128-byte swizzle, TMA's layout) as register A fragments, k16 step k in a[k]: ldmatrix from the tile (row r's
 // 16-byte chunk c at chunk c ^ (r % 8)), in mma.sync's A layout, which is wgmma's (Q held for S = Q K^T; Flash Hog's
-// held tiles). Steps < D / 16: the first Steps k16 steps only (the persistent forward's half of Q).
+// held tiles). Steps < D / 16: the first Steps k16 steps only (the persistent forward's half of Q). (Steps is not deduced
+// from the array, so an array of another size than the steps asked for does not compile.)
 template <int D, int Steps = D / 16>
-__device__ inline void load_fragments(std::uint32_t (&a)[Steps][4], const unsigned char* tile, int warp, int lane) {
+__device__ inline void load_fragments(std::type_identity_t<std::uint32_t[Steps][4]>& a, const unsigned char* tile, int warp, int lane) {
   static_assert(Steps >= 1 && Steps <= D / 16, "k16 steps of the tile");
   constexpr int kBoxBytes = 64 * 128;  // a box: 64 rows of 64 16-bit entries
   const int m = lane / 8, row = 16 * warp + lane % 8 + 8 * (m % 2);  // ldmatrix x4: matrix m's rows from lanes 8 m ..
