@@ -935,7 +935,9 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   // after the first read P (Fa3Schedules' bit-for-bit test caught it). The persistent kernel holds the first half of
   // Q's k16 steps: with all eight its consumers spilled (ptxas, stack frame / spill stores / spill loads: 104 / 180 /
   // 308 bytes, the producer's 40 / 64 / 76 included), with six 64 / 128 / 224, with four the producer's alone; with
-  // four its step is 0.8-0.9 % shorter (NOTES "The producer at 32 registers, and two work tiles a CTA", item 3c).
+  // four its step is 0.8-0.9 % shorter (NOTES "The producer at 32 registers, and two work tiles a CTA", item 3c). Six,
+  // with registers freed for them elsewhere in the consumer, made the step 4-5 % longer (NOTES "The half of Q on main",
+  // item 6).
   constexpr int kQHeldSteps = !(Ops::kCanHoldQ && Overlap && Groups == 2 && !Rule::kSelective) ? 0 : Persistent ? D / 32 : D / 16;
   // The grid's first S in turn (two groups with turns): group 1 issues its first S only after group 0 has issued its
   // own, on a barrier of their own (numbered after the groups' barriers). Issued together, the two S products complete
