@@ -122,6 +122,7 @@ __device__ inline void issue_qk_held(float (&sc)[kBlockN / 8][4], const std::uin
   for (int k = 0; k < D / 16; ++k) {
     const std::uint64_t b = wgmma_descriptor_advance(wgmma_descriptor_sw128(sK + (k / 4) * kKVBox), k % 4);
     if (k < Held) {
+      // (k < Held ? k : 0: the index stays inside qf in the unrolled copies where this branch is dead)
       wgmma_m64n128k16_rs_nt<Tiles<T, D>::kFp16>(reinterpret_cast<float(&)[64]>(sc), qf[k < Held ? k : 0], b, k > 0);
     } else {
       const std::uint64_t a = wgmma_descriptor_advance(wgmma_descriptor_sw128(sQ + (k / 4) * kQBox), k % 4);
