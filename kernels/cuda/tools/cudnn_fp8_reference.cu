@@ -56,6 +56,7 @@
 #include "kernels/cuda/device_fill.hpp"
 #include "kernels/cuda/device_memory.hpp"
 #include "kernels/cuda/run_timer.hpp"
+#include "kernels/cuda/tools/hopper_device.hpp"
 
 namespace {
 
@@ -292,17 +293,8 @@ struct Candidate {
 
 int main(int argc, char** argv) {
   const Config c = parse(argc, argv);
+  fc::kernels::cuda::tools::hopper_device_or_exit("cudnn-fp8-reference");  // (cuda.fa3 and cuda.fa3.fp8 run on Hopper only)
   try {
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-      std::fprintf(stderr, "cudnn-fp8-reference: no CUDA device\n");
-      return 1;
-    }
-    const std::string hopper = fc::kernels::cuda::hopper_unavailable_reason();
-    if (!hopper.empty()) {
-      std::fprintf(stderr, "cudnn-fp8-reference: %s\n", hopper.c_str());
-      return 1;
-    }
     cudnnHandle_t handle = nullptr;
     if (cudnnCreate(&handle) != CUDNN_STATUS_SUCCESS) throw std::runtime_error("cudnnCreate failed");
     std::printf("cudnn-fp8-reference: %s, cuDNN %zu (headers %d), cudnn-frontend %d; %d rounds of %g s warm-up + %d timed runs, B = 16384 / N, H = 2048 / d\n",

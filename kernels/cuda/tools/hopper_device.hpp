@@ -1,5 +1,5 @@
-// The Hopper tools' first step (softmax-probe, wgmma-queue-probe): device 0 must be a Hopper GPU (sm_90a, what their
-// kernels are built for); otherwise a clear message on stderr and exit status 1.
+// The Hopper tools' first step (softmax-probe, wgmma-queue-probe, cudnn-fp8-reference): device 0 must be a Hopper GPU
+// (sm_90a, what their kernels are built for); otherwise a clear message on stderr and exit status 1.
 #pragma once
 
 #include <cuda_runtime.h>
