@@ -299,6 +299,78 @@ __device__ inline bool stale_max_holds(float (&sc)[NB][4], RowStats& st, int r, 
   return true;
 }
 
+// The pieces of a row's softmax (softmax_tile_as runs them): the tile's max of row r (x scale2; masked: the masked
+// values set to -inf first), the running max and alpha it gives, and the exponentials against that max with their sum.
+// (causal, offset: the mask's, read once a tile by the caller)
+template <bool Masked, int NB>
+__device__ inline float tile_row_max(float (&sc)[NB][4], int r, int col0, const GroupThread& th, const AttentionShapeParams& s, bool causal, int offset,
+                                     float scale2) {
+  static_assert(kMaxChains == 4 && 2 * NB % kMaxChains == 0, "a row's values fill the four chains evenly");
+  float chain_max[kMaxChains];
+#pragma unroll
+  for (float& m : chain_max) m = -INFINITY;
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      float& x = sc[nb][2 * r + c];
+      float& m = chain_max[(2 * nb + c) % kMaxChains];
+      if constexpr (Masked) {
+        const int col = col0 + nb * 8 + 2 * th.t + c;
+        if (col >= s.seq_k || (causal && col > th.row0 + 8 * r + offset)) x = -INFINITY;
+        m = fmaxf(m, x == -INFINITY ? -INFINITY : x * scale2);
+      } else {
+        m = fmaxf(m, x);
+      }
+    }
+  }
+  float tile_max = fmaxf(fmaxf(chain_max[0], chain_max[1]), fmaxf(chain_max[2], chain_max[3]));
+  if constexpr (!Masked) tile_max *= scale2;
+  return quad_max(tile_max);
+}
+template <class Rule>
+__device__ inline float new_row_max(RowStats& st, float (&alpha)[2], int r, float tile_max, const GroupThread& th) {
+  float m_new;
+  if constexpr (Rule::kSelective) {
+    if (st.m[r] == -INFINITY) {
+      m_new = tile_max, alpha[r] = 1.f;  // the first visible tile sets the reference max (O and l are 0)
+    } else if (tile_max > st.m[r] && tile_max - st.m[r] >= st.tau) {
+      m_new = tile_max, alpha[r] = fast_exp2(st.m[r] - m_new);
+      if (th.t == 0) ++st.rescales;
+    } else {
+      m_new = st.m[r], alpha[r] = 1.f;  // the stale max: this tile's exponentials stay below 2^tau
+    }
+  } else {
+    m_new = fmaxf(st.m[r], tile_max);
+    alpha[r] = m_new == st.m[r] ? 1.f : fast_exp2(st.m[r] - m_new);
+  }
+  st.m[r] = m_new;
+  st.l[r] *= alpha[r];
+  return m_new;
+}
+template <bool Masked, class Rule, int NB>
+__device__ inline void row_exps(float (&sc)[NB][4], RowStats& st, int r, float m_new, float scale2) {
+  float row_sum = 0.f;
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      float& x = sc[nb][2 * r + c];
+      // (unmasked, every x and so m_new is finite: no -inf test)
+      const float arg = fmaf(x, scale2, -m_new);
+      const float e = rule_exp2<Rule>(arg, nb);
+      x = Masked && x == -INFINITY ? 0.f : e;
+      row_sum += x;
+    }
+  }
+  st.l[r] += row_sum;  // this thread's share; the quad's are summed in the epilogue
+}
+
+// (before_exps: NoHook, softmax_tile_as' per-row order; or a callable that softmax_tile_split runs once both rows'
+// maxima are known and before any exponential)
+struct NoHook {
+  __device__ float operator()() const { return 0.f; }
+};
 template <bool Masked, class Rule, int NB>
 __device__ inline void softmax_tile_as(float (&sc)[NB][4], RowStats& st, float (&alpha)[2], int col0, const GroupThread& th,
                                        const AttentionShapeParams& s, float scale2) {
@@ -366,18 +438,45 @@ __device__ inline void softmax_tile_as(float (&sc)[NB][4], RowStats& st, float (
     st.l[r] += row_sum;  // this thread's share; the quad's are summed in the epilogue
   }
 }
+// softmax_tile_as with both rows' maxima first, then before_exps(), then both rows' exponentials: the same bits (each
+// row's values, max and sum are its own). The 256-key loop without overlap takes the groups' turn inside it, so the
+// turn covers the exponentials only. (A copy of the per-row order by these pieces rather than softmax_tile_as through
+// them: built that way, ptxas laid out the other kernels' softmax differently, a smaller stack frame and moved branches,
+// where this keeps their SASS as it was.)
+template <bool Masked, class Rule, int NB, class BeforeExps>
+__device__ inline void softmax_tile_split(float (&sc)[NB][4], RowStats& st, float (&alpha)[2], int col0, const GroupThread& th,
+                                          const AttentionShapeParams& s, float scale2, const BeforeExps& before_exps) {
+  static_assert(!Rule::kSelective, "the split softmax: FA3's rule");
+  const bool causal = s.mask != CausalMask::none;
+  const int offset = s.causal_offset();
+  float m_new[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) m_new[r] = new_row_max<Rule>(st, alpha, r, tile_row_max<Masked>(sc, r, col0, th, s, causal, offset, scale2), th);
+  // (before_exps returns 0.f read from shared memory after its barrier, and the exponentials take the maxima plus it
+  // (m + 0 = m; -inf + 0 = -inf; -0 becomes +0, which no use of the max sees): a load is not moved above a barrier,
+  // where ptxas scheduled every exponential above the hook's barrier when nothing held them there, SASS)
+  const float zero = before_exps();
+#pragma unroll
+  for (int r = 0; r < 2; ++r) row_exps<Masked, Rule>(sc, st, r, m_new[r] + zero, scale2);
+}
 // (key tile j of NB n8 blocks: 8 NB keys)
-template <class Rule, int NB>
+template <class Rule, int NB, class BeforeExps = NoHook>
 __device__ inline void softmax_tile(float (&sc)[NB][4], RowStats& st, float (&alpha)[2], int j, const GroupThread& th,
-                                    const AttentionShapeParams& s, float scale2) {
+                                    const AttentionShapeParams& s, float scale2, const BeforeExps& before_exps = {}) {
   constexpr int kKeys = 8 * NB;
   const int col0 = j * kKeys;
   const bool masked =
       !(scale2 > 0.f) || col0 + kKeys > s.seq_k || (s.mask != CausalMask::none && col0 + kKeys - 1 > th.warp_row0 + s.causal_offset());
-  if (masked) {
-    softmax_tile_as<true, Rule>(sc, st, alpha, col0, th, s, scale2);
+  if constexpr (std::is_same_v<BeforeExps, NoHook>) {
+    if (masked) {
+      softmax_tile_as<true, Rule>(sc, st, alpha, col0, th, s, scale2);
+    } else {
+      softmax_tile_as<false, Rule>(sc, st, alpha, col0, th, s, scale2);
+    }
+  } else if (masked) {
+    softmax_tile_split<true, Rule>(sc, st, alpha, col0, th, s, scale2, before_exps);
   } else {
-    softmax_tile_as<false, Rule>(sc, st, alpha, col0, th, s, scale2);
+    softmax_tile_split<false, Rule>(sc, st, alpha, col0, th, s, scale2, before_exps);
   }
 }
 
@@ -711,8 +810,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
                                                                                       const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap o_map,
                                                                                       const ForwardParams p,
                                                                                       const WorkTiles work, const BlockExponents ex, const Timeline timeline) {
-  static_assert(!PingPong || Overlap, "the turns cover the pair of products a step issues together");
-  static_assert(!Ops::kBlockScales || Overlap, "block exponents are applied by the overlapped schedule");
+  // (turns: at the issue of a step's pair of products with overlap, at the exponentials without)
   // (P in shared memory: a barrier that all the group's threads sync on after pack orders their P stores before the
   // P V that reads them: the turn barrier with turns, the group's own barrier without (the overlapped loop's
   // group_barrier); the tile is rewritten only after that P V is complete)
@@ -738,6 +836,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   // (kVRaw) vraw_full: a staging tile landed (TMA's bytes); vraw_empty: the producer's 128 threads have read it
   __shared__ alignas(8) std::uint64_t vraw_full[kVRaw ? Stages : 1], vraw_empty[kVRaw ? Stages : 1];
   __shared__ int tile_of_buffer[kQBuffers];  // (persistent: the tile whose Q the buffer holds; >= tiles: no more)
+  __shared__ float zero_word;  // (0.f: what the split softmax's exponentials read after their turn's barrier)  // (persistent: the tile whose Q the buffer holds; >= tiles: no more)
   // Block exponents (Ops::kBlockScales): for ring entry e, slot e % kScaleSlots holds key tile j's softmax scale for each
   // group, scale2 2^(q_exp + k_exps[j]), and O's factor 2^(v_exps[j - 1] - v_exps[j]) (1 for j = 0), formed by the
   // producer, so the consumers' step reads two floats where it had loaded the exponents and run ldexpf's dependent
@@ -775,6 +874,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   constexpr unsigned kReleasers = 4 * kGroups;  // one arrival per consumer warp
   constexpr unsigned kProducerThreads = 128;
   if (threadIdx.x == 0) {
+    zero_word = 0.f;
     for (int i = 0; i < kQBuffers; ++i) mbarrier_init(&q_full[i], 1), mbarrier_init(&q_empty[i], kReleasers);
     for (int i = 0; i < Stages; ++i) {
       // (kVRaw: a V tile is complete when every producer thread has written its part and fenced it)
@@ -1003,15 +1103,44 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
     if constexpr (Ops::kBlockScales) scale2_first = ldexpf(scale2, ex.q_exponent<Ops::kQBlockRows>(s, c.h, c.b, th.m0) + ex.k_of(s, c.h, c.b)[0]);
 
     if constexpr (!Overlap) {
+      // Each step waits for its S, then for its O += P V: nothing of a group overlaps inside it. With turns (PingPong)
+      // the groups take turns at the exponentials, not at the issue: group g computes its row maxima, syncs on its own
+      // turn barrier, takes its exponentials and arrives on the next group's, so one group's exponentials run while the
+      // other's products and maxima do (cuDNN's FP8 forward's order; NOTES "256-key tiles without overlap"). Across
+      // steps only O lives, so S of 256 keys (128 registers) fits beside it.
       for (int j = 0; j < n_tiles; ++j) {
         const int e = kv + j;
         mbarrier_wait(&k_full[e % Stages], parity(e));
         float sc[BlockN / 8][4];
         issue_s(sc, sQg, k_tile(e));
+        // (block exponents: tile j's scale and O's factor as the producer formed them, read before K's release as in
+        // the overlapped loop; for tile 0 the factor is 1)
+        float scale2_j = scale2, to_j = 1.f;
+        if constexpr (Ops::kBlockScales) {
+          // (tile 0's from the thread's own exponents: its k_full may be the early loads', armed before the producer
+          // wrote the slot)
+          scale2_j = scale2_first;
+          if (j > 0) {
+            const float* slot = block_scales[e % kScaleSlots];
+            scale2_j = __shfl_sync(0xffffffffu, releaser ? slot[group] : 0.f, 0);
+            to_j = __shfl_sync(0xffffffffu, releaser ? slot[kGroups] : 0.f, 0);
+          }
+        }
         wgmma_wait<0>();
         if (releaser) mbarrier_arrive(&k_empty[e % Stages]);
         float alpha[2];
-        softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2);
+        if constexpr (PingPong) {
+          // (the turn covers the exponentials only: each group's row maxima run outside it. Measured against the turn
+          // around the whole softmax, 4-8 % faster; NOTES)
+          softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2_j, [&] {
+            named_barrier_sync(my_turn, kTurnThreads);
+            return ld_volatile_shared(&zero_word);
+          });
+          named_barrier_arrive(other_turn, kTurnThreads);
+        } else {
+          softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2_j);
+        }
+        if constexpr (Ops::kBlockScales) alpha[0] *= to_j, alpha[1] *= to_j;
         rescale<Ops::kRescaleByRowHalf>(o, alpha);
         typename Ops::PFragments pa;
         Ops::pack(pa, sc, sPg);

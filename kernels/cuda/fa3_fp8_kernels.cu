@@ -2,7 +2,7 @@
 // (fa3_forward.cuh: producer warpgroup, K/V ring, consumer warpgroups (two, three at d = 64, taking turns; three at d = 128
 // with P in shared memory, by default without turns: Fp8Turns), the next S issued with this tile's P V) with e4m3
 // operands on the FP8 tensor cores (QGMMA, hopper/wgmma_e4m3.cuh):
-//   - S = Q K^T by m64nBk32 from shared memory (B keys a tile: 128, or block_k's 224 at d = 128),
+//   - S = Q K^T by m64nBk32 from shared memory (B keys a tile: 128, or block_k's 224 or 256 at d = 128),
 //     both K-major (Q and K as stored: d innermost);
 //   - P rounded to e4m3 (RN, saturating; P <= 1) straight from S's accumulator registers into A fragments;
 //   - O += P V by m64nDk32 with B = V^T's tile, K-major (keys innermost), which transpose_v_e4m3 writes
@@ -155,7 +155,7 @@ void require_grid(int heads, int batch, const char* what) {
 // Groups consumer warpgroups: kForwardGroups<D> (three at d = 64) with P in registers, or three at d = 128 (two at 256)
 // with P in shared memory (PShared). The layout changes when rows are computed, not how: the same bits.
 // o_map: O's map where work.o_by_tma (the kernel stages O only where its Q and P tiles hold it: PShared at d = 128).
-// Turns: the consumer groups take turns to issue (fa3_fp8_takes_turns).
+// Turns: the consumer groups take turns to issue (fa3_fp8_takes_turns); with 256-key tiles, at their exponentials.
 // VInKernel: V's tiles as stored, transposed by the producer warpgroup (fa3_fp8_transposes_v_in_kernel).
 // Persistent: one CTA per SM walking the work tiles longest first (fa3_fp8_persistent), the kernel with P in shared
 // memory, no turns and V^T from the pass only.
@@ -170,7 +170,11 @@ void launch_fp8(const Fp8TensorMaps& m, const WorkTiles& work, const ForwardPara
   static_assert(!PShared || D == 256 || kOStagingFits<Ops>, "P's tile and Q's hold O's staging boxes (fa3_fp8_o_by_tma's rule; not at d = 256)");
   static_assert(Turns || PShared, "without turns: P in shared memory only (fa3_fp8_takes_turns' rule)");
   static_assert(!Persistent || (PShared && !Turns && !VInKernel), "persistent: fa3_fp8_persistent_supported's kernel");
-  auto* kernel = fa3_forward_ws_kernel<Ops, kStages, true, Turns, Fa3Rule, Persistent, kGroups>;
+  // (256-key tiles: the loop without overlap, turns at the exponentials, cuDNN's FP8 order (NOTES "256-key tiles without
+  // overlap"). With overlap a group would hold S of the next tile (128 registers), P (32) and O (64) at once, beyond its 240)
+  constexpr bool kOverlap = BlockN != 256;
+  static_assert(kOverlap || (!PShared && kGroups == 2 && !Persistent), "256-key tiles: two groups, P in registers, the grid");
+  auto* kernel = fa3_forward_ws_kernel<Ops, kStages, kOverlap, Turns, Fa3Rule, Persistent, kGroups>;
   allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3.fp8");
   const dim3 grid = grid_of(p.shape, Layout::kCtaRows, "cuda.fa3.fp8");
   if constexpr (Persistent) {
@@ -287,7 +291,7 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
                              "), heads_q a multiple of heads_kv, a 16-byte aligned base and strides that are multiples of 16 bytes only");
   }
   if (!fp8_key_tile_supported(f.block_k, s.head_dim)) {
-    throw std::runtime_error("cuda.fa3.fp8: key tiles (block_k) of 128, or 224 at head dim 128 (got " + std::to_string(f.block_k) + " at head dim " + std::to_string(s.head_dim) + ")");
+    throw std::runtime_error("cuda.fa3.fp8: key tiles (block_k) of 128, or 224 or 256 at head dim 128 (got " + std::to_string(f.block_k) + " at head dim " + std::to_string(s.head_dim) + ")");
   }
   if (f.p_operand == Fp8POperand::shared && !fp8_p_shared_supported(f.block_k, s.head_dim)) {
     throw std::runtime_error("cuda.fa3.fp8: P from shared memory (p_operand=shared) at head dim 128 or 256 with block_k 128 only (got head dim " + std::to_string(s.head_dim) +
@@ -331,6 +335,8 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
     launch_fp8_kernel<256>(l);  // (two groups taking turns, P in registers: the only form that fits)
   } else if (d == 128 && f.block_k == 224) {
     launch_fp8_kernel<128, 224>(l);
+  } else if (d == 128 && f.block_k == 256) {
+    launch_fp8_kernel<128, 256>(l);
   } else if (d == 128) {
     launch_fp8_kernel<128>(l);
   } else {

@@ -19,11 +19,12 @@ namespace fc::kernels::cuda {
 
 constexpr int kFp8BlockRows = 128;  // rows of Q per block exponent (cpu.fa3.fp8's block_q), and of K and V by default (block_k)
 
-// The key tiles cuda.fa3.fp8 is compiled for (Fp8ForwardParams::block_k): 128 at every head dim (64, 128, 256), and FA3's FP8 tile at
-// d = 128, 224 (a step's FP8 products are short, so a longer tile spreads its fixed costs). FA3's d = 64 tile, 160 keys
-// with three consumer groups, spills in the step at 160 registers and measured 4-8 % slower (NOTES): not compiled.
+// The key tiles cuda.fa3.fp8 is compiled for (Fp8ForwardParams::block_k): 128 at every head dim (64, 128, 256), and at
+// d = 128 FA3's FP8 tile, 224, and cuDNN's, 256 (a step's FP8 products are short, so a longer tile spreads its fixed
+// costs; 256 runs two groups without overlap, turns at the softmax). FA3's d = 64 tile, 160 keys with three consumer
+// groups, spills in the step at 160 registers and measured 4-8 % slower (NOTES): not compiled.
 inline bool fp8_key_tile_supported(int block_k, int head_dim) {
-  return (block_k == 128 && (head_dim == 64 || head_dim == 128 || head_dim == 256)) || (block_k == 224 && head_dim == 128);
+  return (block_k == 128 && (head_dim == 64 || head_dim == 128 || head_dim == 256)) || ((block_k == 224 || block_k == 256) && head_dim == 128);
 }
 
 // Keys of V^T per row: Nk rounded up to the 128-key tile (the padding holds zeros).
@@ -103,7 +104,7 @@ bool fa3_fp8_persistent_supported(const Fp8ForwardParams& f);
 bool fa3_fp8_persistent(const Fp8ForwardParams& f);
 // Whether fa3_fp8_forward transposes V in the kernel (reading f.v) rather than reading f.vt (Fp8VTranspose): the
 // launcher's own rule, by which a caller knows whether to run transpose_v_e4m3 first. (fa3_fp8_forward then refuses
-// v_transpose=kernel with key tiles of 224.)
+// v_transpose=kernel with key tiles of 224 or 256.)
 bool fa3_fp8_transposes_v_in_kernel(const Fp8ForwardParams& f);
 // The tensor maps fa3_fp8_forward builds for f: Q and K (e4m3, boxes of 64 rows and of block_k keys), V^T (boxes of 128
 // keys; where fa3_fp8_transposes_v_in_kernel(f), V's, as K's) and, where fa3_fp8_o_by_tma(f), O's (16-bit, the 128-byte

@@ -26,8 +26,9 @@ __device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
 }
 
 // The Operands of fa3_forward_ws_kernel for e4m3 Q, K and V^T; O stored as Out (bf16 or fp16). Key tiles of
-// BlockN: 128, or FA3's FP8 tile at d = 128, 224 (block_k; a step's products are half of bf16's, so a longer tile
-// spreads the step's fixed costs over more keys). K and V carry one block exponent per key tile.
+// BlockN: 128, or at d = 128 FA3's FP8 tile, 224, or cuDNN's, 256 (block_k; a step's products are half of bf16's, so a
+// longer tile spreads the step's fixed costs over more keys; 256 runs the loop without overlap). K and V carry one
+// block exponent per key tile.
 // PShared: P goes to a 64 x 128-byte tile of the group's in shared memory (the 128-byte swizzle, K-major, its bytes in
 // the A fragments' order, so V^T's key order is unchanged) and P V reads it from there (QGMMA SS), FA3's
 // Mma1_is_RS = false. P then holds no registers across the next S's product, which is what lets three consumer
@@ -38,7 +39,7 @@ __device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
 template <class Out_, int D, int BlockN = fa3::kBlockN, bool PShared = false, bool VInKernel = false>
 struct E4m3Ops {
   static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
-  static_assert(BlockN == 128 || (BlockN == 224 && D == 128), "fp8_key_tile_supported's tiles");
+  static_assert(BlockN == 128 || ((BlockN == 224 || BlockN == 256) && D == 128), "fp8_key_tile_supported's tiles");
   static_assert(D != 256 || !VInKernel, "head dim 256: V^T from the pass (the producer's transpose takes rows of at most 128 bytes)");
   static_assert(!PShared || (BlockN == 128 && D >= 128), "P in shared memory: rows of 128 keys (one 128-byte swizzle span), P V by m64nDk32, D = 128 or 256");
   static_assert(!VInKernel || BlockN == 128, "V rewritten in the kernel: tiles of 128 keys (one V^T box)");
@@ -53,8 +54,8 @@ struct E4m3Ops {
   struct NoFragments {};
   using PFragments = std::conditional_t<PShared, NoFragments, std::uint32_t[kPaSteps][4]>;
   static constexpr unsigned kPBytes = PShared ? kGroupRows * BlockN : 0;
-  // V^T's tile in boxes of 128 keys (128-byte rows, the 128-byte swizzle): one, or two for 224 keys, whose second
-  // box's last 32 keys go unread (a TMA box must not be wider than its swizzle, and 224 is no multiple of 64 or 128).
+  // V^T's tile in boxes of 128 keys (128-byte rows, the 128-byte swizzle): one, or two for 224 and 256 keys (for 224 the
+  // second box's last 32 keys go unread: a TMA box must not be wider than its swizzle, and 224 is no multiple of 64 or 128).
   static constexpr int kVtBoxes = (BlockN + 127) / 128;
   static constexpr unsigned kVtBoxBytes = D * 128;
   static constexpr unsigned kQBytes = kGroupRows * D, kKBytes = kBlockN * D, kVBytes = kVtBoxes * kVtBoxBytes;
@@ -131,7 +132,9 @@ struct E4m3Ops {
       // (k32 step k: 32 bytes into a row of d box k / 4; at d <= 128 the one box)
       const std::uint64_t a = wgmma_descriptor_advance(d_major(sQ + (k / 4) * kQBoxBytes), k % 4);
       const std::uint64_t b = wgmma_descriptor_advance(d_major(sK + (k / 4) * kKBoxBytes), k % 4);
-      if constexpr (BlockN == 224) {
+      if constexpr (BlockN == 256) {
+        wgmma_m64n256k32_e4m3_ss(reinterpret_cast<float(&)[128]>(sc), a, b, k > 0);
+      } else if constexpr (BlockN == 224) {
         wgmma_m64n224k32_e4m3_ss(reinterpret_cast<float(&)[112]>(sc), a, b, k > 0);
       } else {
         wgmma_m64n128k32_e4m3_ss(reinterpret_cast<float(&)[64]>(sc), a, b, k > 0);

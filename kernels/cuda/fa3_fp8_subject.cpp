@@ -6,8 +6,8 @@
 //           input); the subject finds each block's exponent by the quantizer's rule
 //           (e4m3_block_exponent_of_float) on the GPU and refuses a value that is not e4m3 times it, as
 //           cpu.fa3.fp8 does;
-// and the same option `block_k`: the kernel's key tile and K's and V's block (128, or 224 at d = 128: FA3's FP8
-// tile there).
+// and the same option `block_k`: the kernel's key tile and K's and V's block (128, or at d = 128 FA3's FP8 tile
+// there, 224, or cuDNN's, 256).
 // Every call also writes V^T (the FP8 product's B operand must be K-major). O is stored in bf16 or fp16, RN or
 // SR with the CPU backends' Philox words.
 #include <cuda_runtime.h>
@@ -60,7 +60,7 @@ class CudaFa3Fp8 final : public Subject {
   const SubjectInfo& info() const override { return info_; }
 
   // An option that leaves no compiled kernel for any head dim together with the others set (turns=none or
-  // scheduler=persistent with P in registers or block_k=224; scheduler=persistent with turns=ring or
+  // scheduler=persistent with P in registers or block_k=224 or 256; scheduler=persistent with turns=ring or
   // v_transpose=kernel) is refused, whichever comes second, and the options stay as they were: an empty list of head
   // dims would declare every head dim (SubjectInfo::supports_head_dim).
   void set_option(const std::string& name, const std::string& value) override {
@@ -84,9 +84,9 @@ class CudaFa3Fp8 final : public Subject {
     } else if (name == "block_q") {
       if (value != std::to_string(kFp8BlockRows)) throw SubjectError(info_.name + ": block_q=" + value + ": the kernels' query blocks are 128 rows");
     } else if (name == "block_k") {
-      if (value != "128" && value != "224") throw SubjectError(info_.name + ": block_k=" + value + ": 128, or 224 (head dim 128 only)");
-      if (value == "224" && options_.p_operand == Fp8POperand::shared) throw SubjectError(p_shared_with_224());
-      if (value == "224" && options_.v_transpose == Fp8VTranspose::kernel) throw SubjectError(v_in_kernel_with_224());
+      if (value != "128" && value != "224" && value != "256") throw SubjectError(info_.name + ": block_k=" + value + ": 128, or 224 or 256 (head dim 128 only)");
+      if (value != "128" && options_.p_operand == Fp8POperand::shared) throw SubjectError(p_shared_with_wide_tile(value));
+      if (value != "128" && options_.v_transpose == Fp8VTranspose::kernel) throw SubjectError(v_in_kernel_with_wide_tile(value));
       options_.block_k = std::stoi(value);
     } else if (name == "p_operand") {
       if (value == "auto") {
@@ -94,7 +94,7 @@ class CudaFa3Fp8 final : public Subject {
       } else if (value == "registers") {
         options_.p_operand = Fp8POperand::registers;
       } else if (value == "shared") {
-        if (options_.block_k == 224) throw SubjectError(p_shared_with_224());
+        if (options_.block_k != 128) throw SubjectError(p_shared_with_wide_tile(std::to_string(options_.block_k)));
         options_.p_operand = Fp8POperand::shared;
       } else {
         throw SubjectError(info_.name + ": p_operand=" + value + ": auto, registers or shared");
@@ -127,7 +127,7 @@ class CudaFa3Fp8 final : public Subject {
       } else if (value == "pass") {
         options_.v_transpose = Fp8VTranspose::pass;
       } else if (value == "kernel") {
-        if (options_.block_k == 224) throw SubjectError(v_in_kernel_with_224());
+        if (options_.block_k != 128) throw SubjectError(v_in_kernel_with_wide_tile(std::to_string(options_.block_k)));
         options_.v_transpose = Fp8VTranspose::kernel;
       } else {
         throw SubjectError(info_.name + ": v_transpose=" + value + ": auto, pass or kernel");
@@ -333,8 +333,8 @@ class CudaFa3Fp8 final : public Subject {
     return o == Format::fp16 ? StorageType::fp16 : StorageType::bf16;
   }
 
-  // 224-key tiles at d = 128 only (fp8_key_tile_supported): S of 224 keys does not fit d = 64's three groups of 160
-  // registers.
+  // 224- and 256-key tiles at d = 128 only (fp8_key_tile_supported): S of 224 keys does not fit d = 64's three groups
+  // of 160 registers, nor O of d = 256 beside S of two groups.
   void require_block_k(int head_dim) const {
     if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
       throw SubjectError(info_.name + ": head dim 64, 128 or 256 (got " + std::to_string(head_dim) + ")");
@@ -390,15 +390,17 @@ class CudaFa3Fp8 final : public Subject {
                       "e4m3: e4m3 tensors; scaled: fp32, bf16 or fp16 tensors holding e4m3 values times a power-of-two scale per block (block_q rows of Q, "
                       "block_k of K and V)"},
                      {"block_q", std::to_string(kFp8BlockRows), "query rows per block scale (fixed: the kernels' tile)"},
-                     {"block_k", std::to_string(options_.block_k), "keys per block scale and per key tile: 128, or 224 at head dim 128 (FA3's FP8 tile there)"},
+                     {"block_k", std::to_string(options_.block_k), "keys per block scale and per key tile: 128, or at head dim 128 224 (FA3's FP8 tile there) or 256 (cuDNN's: "
+                      "two groups without overlap inside a group, turns at the softmax)"},
                      {"p_operand", p_operand_name(), "where P V reads P from: registers (two consumer warpgroups at d = 128 and 256), shared (a tile in shared memory; "
                       "three consumer warpgroups at d = 128, two at 256; block_k=128 only), auto (shared at d = 128 with block_k=128, measured faster there; "
                       "registers elsewhere: at 256 shared measured level to 2 % slower)"},
                      {"epilogue", options_.epilogue == Fa3Epilogue::stores ? "stores" : "automatic",
                       "automatic: O through shared memory (the group's Q and P tiles) and one TMA store per 64-column box where P is in shared "
                       "memory (at d = 128), O is rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"},
-                     {"turns", turns_name(), "whether the consumer groups take turns to issue their products: ring (FA3's ping-pong), none (each group "
-                      "issues as soon as its own P is ready; P in shared memory only), auto (none where P is in shared memory, ring elsewhere). The same bits"},
+                     {"turns", turns_name(), "whether the consumer groups take turns to issue their products: ring (FA3's ping-pong; with block_k=256 the two "
+                      "groups take turns at their exponentials instead, cuDNN's order), none (each group issues as soon as its own P is ready; P in shared "
+                      "memory only), auto (none where P is in shared memory, ring elsewhere). The same bits"},
                      {"v_transpose", v_transpose_name(), "where V is transposed for P V (FP8 products read V^T): kernel (the forward's producer warpgroup, "
                       "tile by tile in shared memory, FA3's ldmatrix.trans and stmatrix; block_k=128 at d = 64 and 128 only; no V^T buffer, but the kernel alone measured 2-7 % "
                       "slower than the pass and the kernel together at N = 4k-16k), pass (a kernel over V before the "
@@ -416,8 +418,8 @@ class CudaFa3Fp8 final : public Subject {
     return fa3_fp8_transposes_v_in_kernel(f);
   }
 
-  std::string v_in_kernel_with_224() const {
-    return info_.name + ": v_transpose=kernel with block_k=224: the kernel transposes V's tiles of 128 keys only";
+  std::string v_in_kernel_with_wide_tile(const std::string& block_k) const {
+    return info_.name + ": v_transpose=kernel with block_k=" + block_k + ": the kernel transposes V's tiles of 128 keys only";
   }
 
   const char* v_transpose_name() const {
@@ -430,8 +432,9 @@ class CudaFa3Fp8 final : public Subject {
   }
 
   // (refused whichever option comes second: no head dim would take the pair)
-  std::string p_shared_with_224() const {
-    return info_.name + ": p_operand=shared with block_k=224: P from shared memory takes key tiles of 128 (three consumer groups cannot hold S of 224 keys)";
+  std::string p_shared_with_wide_tile(const std::string& block_k) const {
+    return info_.name + ": p_operand=shared with block_k=" + block_k + ": P from shared memory takes key tiles of 128 (three consumer groups cannot hold S of " + block_k +
+           " keys)";
   }
 
   const char* p_operand_name() const { return fp8_p_operand_name(options_.p_operand); }

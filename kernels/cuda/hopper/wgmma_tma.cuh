@@ -57,6 +57,12 @@ __device__ inline void mbarrier_wait(std::uint64_t* bar, unsigned phase) {
 // --- named barriers (bar 0 is __syncthreads') -------------------------------------------------------
 // Waits until `threads` threads (a multiple of 32) have arrived at barrier `id`, this one included.
 __device__ inline void named_barrier_sync(int id, int threads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
+// A float read from shared memory that the compiler may neither cache nor move above a barrier before it.
+__device__ inline float ld_volatile_shared(const float* p) {
+  float x;
+  asm volatile("ld.volatile.shared.f32 %0, [%1];" : "=f"(x) : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p))) : "memory");
+  return x;
+}
 // Arrives at barrier `id` without waiting (the other side of a named_barrier_sync).
 __device__ inline void named_barrier_arrive(int id, int threads) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
 

@@ -5,7 +5,8 @@
 //     accumulation-order difference, on e4m3 operands and on scaled operands whose blocks carry different
 //     powers of two (the block exponents of Q, K and V in the kernel);
 //   - small shapes with tails, masks and GQA (what compute-sanitizer runs);
-//   - each in every compiled variant (kVariants): key tiles of 128 and of 224 (block_k=224, d = 128 only), the CPU twin
+//   - each in every compiled variant (kVariants): key tiles of 128, of 224 and of 256 (block_k, d = 128 only; 256 runs
+//     the loop without overlap inside a group, turns at the softmax), the CPU twin
 //     with the same block_k; P V's A operand from registers and from shared memory (p_operand=shared: three consumer
 //     groups, d = 128 and block_k=128 only);
 //   - P from shared memory gives the register path's bits, with the three groups in turns and without (turns); the
@@ -61,14 +62,14 @@ struct Fp8Variant {
   }
   bool supports(int d) const { return fp8_key_tile_supported(block_k, d) && (std::string(p_operand) != "shared" || fp8_p_shared_supported(block_k, d)); }
 };
-const Fp8Variant kVariants[] = {{128, "registers"}, {224, "registers"}, {128, "shared"}};
+const Fp8Variant kVariants[] = {{128, "registers"}, {224, "registers"}, {256, "registers"}, {128, "shared"}};
 
 TEST(CudaFa3Fp8, PassesTheHarness) {
   REQUIRE_HOPPER();
   auto s = fp8_subject();
   ASSERT_TRUE(s) << "cuda.fa3.fp8 is not registered on a Hopper GPU";
   for (const Fp8Variant& variant : kVariants) {
-    variant.apply(*s);  // (the cases are drawn at the dims the subject then declares: 224 at d = 128 only, shared at 128 and 256)
+    variant.apply(*s);  // (the cases are drawn at the dims the subject then declares: 224 and 256 at d = 128 only, shared at 128 and 256)
     const std::string variant_name = variant.name();
     for (const char* policy : {"e4m3", "e4m3,round=sr,seed=5"}) {
       gradcheck::RunOptions o;
@@ -350,7 +351,7 @@ TEST(CudaFa3Fp8, ScaledOperandsWithPerBlockExponentsAgreeWithCpuFa3Fp8) {
   }
 }
 
-// Tails (1, 7, 65, 130 queries; 1, 63, 130, 250 keys; every variant), every mask, GQA, both layouts: finite O, agreement with
+// Tails (1, 7, 65, 130 queries; 1, 63, 130, 270 keys; every variant), every mask, GQA, both layouts: finite O, agreement with
 // cpu.fa3.fp8 (the bound above). What compute-sanitizer runs. Eight query heads: at d = 64 a CTA holds three
 // groups of 64 rows, and with Nq <= 128 its third lies wholly past Nq; its Q exponent lookup must stay inside the
 // last head's blocks, and with 8 heads a read past them leaves the exponents' allocation (32 bytes), where
@@ -362,15 +363,15 @@ TEST(CudaFa3Fp8, SmallShapesSweep) {
   auto cpu = cpu::make_cpu_fa3_fp8();
   // (each variant with V transposed by the pass and, with 128-key tiles, in the kernel: the sanitizer's sweep of both)
   for (const auto& [variant, v_transpose] : std::vector<std::pair<Fp8Variant, const char*>>{
-           {kVariants[0], "pass"}, {kVariants[0], "kernel"}, {kVariants[1], "pass"}, {kVariants[2], "pass"}, {kVariants[2], "kernel"}}) {
-    gpu->set_option("v_transpose", "pass");  // (block_k=224 refuses kernel: through pass between variants)
+           {kVariants[0], "pass"}, {kVariants[0], "kernel"}, {kVariants[1], "pass"}, {kVariants[2], "pass"}, {kVariants[3], "pass"}, {kVariants[3], "kernel"}}) {
+    gpu->set_option("v_transpose", "pass");  // (block_k=224 and 256 refuse kernel: through pass between variants)
     variant.apply(*gpu, cpu.get());
     gpu->set_option("v_transpose", v_transpose);
     const std::string variant_name = variant.name() + " v_transpose=" + v_transpose;
     for (int d : {64, 128, 256}) {
       if (!variant.supports(d) || (d == 256 && std::string(v_transpose) == "kernel")) continue;  // (the producer's transpose: d <= 128)
       for (int nq : {1, 7, 65, 130}) {
-        for (int nk : {1, 63, 130, 250}) {  // (250: a second key tile of either width, partly past Nk)
+        for (int nk : {1, 63, 130, 270}) {  // (270: a last key tile of every width partly past Nk, the second or the third)
           for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
             gradcheck::Case c;
             c.shape = {1, 8, 2, nq, nk, d, d};
@@ -491,6 +492,7 @@ TEST(CudaFa3Fp8, PersistentSchedulerUnderCausalMasksWhereItsKernelRuns) {
            {"d = 64 (P in registers)", [](Fp8ForwardParams& g) { g.p.shape.head_dim = 64; }},
            {"d = 256 (P in registers)", [](Fp8ForwardParams& g) { g.p.shape.head_dim = 256; }},
            {"block_k 224", [](Fp8ForwardParams& g) { g.block_k = 224; }},
+           {"block_k 256", [](Fp8ForwardParams& g) { g.block_k = 256; }},
            {"p_operand=registers", [](Fp8ForwardParams& g) { g.p_operand = Fp8POperand::registers; }},
            {"turns=ring", [](Fp8ForwardParams& g) { g.turns = Fp8Turns::ring; }},
            {"v_transpose=kernel", [](Fp8ForwardParams& g) { g.v_transpose = Fp8VTranspose::kernel; }}}) {
@@ -505,13 +507,13 @@ TEST(CudaFa3Fp8, PersistentSchedulerUnderCausalMasksWhereItsKernelRuns) {
 // compiled one: every combination of the options that pick the kernel, set from the defaults in two orders, each value
 // accepted or refused with SubjectError; after each accepted one the subject declares head dims, each of them 64, 128 or 256.
 TEST(CudaFa3Fp8, EveryAcceptedOptionSetDeclaresAHeadDim) {
-  const std::vector<std::pair<const char*, std::vector<const char*>>> options = {{"block_k", {"128", "224"}},
+  const std::vector<std::pair<const char*, std::vector<const char*>>> options = {{"block_k", {"128", "224", "256"}},
                                                                                  {"p_operand", {"auto", "registers", "shared"}},
                                                                                  {"turns", {"auto", "ring", "none"}},
                                                                                  {"v_transpose", {"auto", "pass", "kernel"}},
                                                                                  {"scheduler", {"auto", "grid", "persistent"}}};
   int sets = 0, accepted = 0;
-  for (int pick = 0; pick < 2 * 3 * 3 * 3 * 3; ++pick) {
+  for (int pick = 0; pick < 3 * 3 * 3 * 3 * 3; ++pick) {
     for (bool reversed : {false, true}) {
       auto s = make_cuda_fa3_fp8();
       int rest = pick;
@@ -811,7 +813,12 @@ TEST(CudaFa3Fp8, BadInputIsRefusedWithAClearError) {
   EXPECT_THROW(gpu->set_option("block_q", "64"), SubjectError);
   EXPECT_THROW(gpu->set_option("block_k", "192"), SubjectError);
   EXPECT_THROW(gpu->set_option("block_k", "160"), SubjectError);
-  gpu->set_option("block_k", "224");  // (each tile at its own head dim: refused elsewhere with the reason)
+  EXPECT_THROW(gpu->set_option("block_k", "512"), SubjectError);
+  gpu->set_option("block_k", "256");  // (each tile at its own head dim: refused elsewhere with the reason)
+  EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("block_k=256 at head dim 128 only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
+  EXPECT_THROW(gpu->set_option("p_operand", "shared"), SubjectError);  // (block_k=256 is set)
+  EXPECT_THROW(gpu->set_option("v_transpose", "kernel"), SubjectError);
+  gpu->set_option("block_k", "224");
   EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("block_k=224 at head dim 128 only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
   // P from shared memory: d = 128 with 128-key tiles only (three groups cannot hold S of 224 keys), refused with
   // block_k=224 in either order
