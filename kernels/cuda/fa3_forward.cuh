@@ -990,8 +990,8 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   const auto k_tile = [&](int e) { return sK + (e % Stages) * Ops::kKBytes; };
   const auto v_tile = [&](int e) { return sV + (e % Stages) * Ops::kVBytes; };
   unsigned char* const sPg = sP + group * Ops::kPBytes;
-  // Turns (PingPong), in a ring: group g issues its products after a sync on its own barrier and arrives on
-  // the next group's after. The last group arrives once first (group 0 goes first) and after every turn;
+  // Turns (PingPong), in a ring: group g issues its products (without overlap: takes its exponentials) after a sync on
+  // its own barrier and arrives on the next group's after. The last group arrives once first (group 0 goes first) and after every turn;
   // group 0 syncs once more at the end, so every arrival is matched whatever the number of turns.
   const int my_turn = kTurnBarrier + group, other_turn = kTurnBarrier + (group + 1) % kGroups;
   if (PingPong && group == kGroups - 1) named_barrier_arrive(other_turn, kTurnThreads);

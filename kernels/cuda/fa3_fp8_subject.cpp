@@ -391,7 +391,7 @@ class CudaFa3Fp8 final : public Subject {
                       "block_k of K and V)"},
                      {"block_q", std::to_string(kFp8BlockRows), "query rows per block scale (fixed: the kernels' tile)"},
                      {"block_k", std::to_string(options_.block_k), "keys per block scale and per key tile: 128, or at head dim 128 224 (FA3's FP8 tile there) or 256 (cuDNN's: "
-                      "two groups without overlap inside a group, turns at the softmax)"},
+                      "two groups without overlap inside a group, turns at the exponentials)"},
                      {"p_operand", p_operand_name(), "where P V reads P from: registers (two consumer warpgroups at d = 128 and 256), shared (a tile in shared memory; "
                       "three consumer warpgroups at d = 128, two at 256; block_k=128 only), auto (shared at d = 128 with block_k=128, measured faster there; "
                       "registers elsewhere: at 256 shared measured level to 2 % slower)"},
