@@ -157,8 +157,8 @@ void require_grid(int heads, int batch, const char* what) {
 // o_map: O's map where work.o_by_tma (the kernel stages O only where its Q and P tiles hold it: PShared at d = 128).
 // Turns: the consumer groups take turns to issue (fa3_fp8_takes_turns); with 256-key tiles, at their exponentials.
 // VInKernel: V's tiles as stored, transposed by the producer warpgroup (fa3_fp8_transposes_v_in_kernel).
-// Persistent: one CTA per SM walking the work tiles longest first (fa3_fp8_persistent), the kernel with P in shared
-// memory, no turns and V^T from the pass only.
+// Persistent: one CTA per SM walking the work tiles longest first (fa3_fp8_persistent), the kernels with P in shared
+// memory and V^T from the pass: 128-key tiles without turns, 256-key tiles (in turns).
 template <class Out, int D, int BlockN = kBlockN, bool PShared = false, int Groups = kForwardGroups<D>, bool Turns = true, bool VInKernel = false,
           bool Persistent = false>
 void launch_fp8(const Fp8TensorMaps& m, const WorkTiles& work, const ForwardParams& p, const BlockExponents& ex, cudaStream_t stream) {
@@ -169,11 +169,13 @@ void launch_fp8(const Fp8TensorMaps& m, const WorkTiles& work, const ForwardPara
   static_assert(bytes <= kSm90SharedBytesPerBlock, "cuda.fa3.fp8: shared memory beyond sm_90's 227 KiB per block");
   static_assert(!PShared || D == 256 || kOStagingFits<Ops>, "P's tile and Q's hold O's staging boxes (fa3_fp8_o_by_tma's rule; not at d = 256)");
   static_assert(Turns || PShared, "without turns: P in shared memory only (fa3_fp8_takes_turns' rule)");
-  static_assert(!Persistent || (PShared && !Turns && !VInKernel), "persistent: fa3_fp8_persistent_supported's kernel");
-  // (256-key tiles: the loop without overlap, turns at the exponentials, cuDNN's FP8 order (NOTES "256-key tiles without
-  // overlap"). With overlap a group would hold S of the next tile (128 registers), P (32) and O (64) at once, beyond its 240)
-  constexpr bool kOverlap = BlockN != 256;
-  static_assert(kOverlap || (!PShared && kGroups == 2 && !Persistent), "256-key tiles: two groups, P in registers, the grid");
+  static_assert(!Persistent || (PShared && (!Turns || BlockN == 256) && !VInKernel), "persistent: fa3_fp8_persistent_supported's kernels");
+  // (256-key tiles, turns at the exponentials (E4m3Ops::kTurnAtExps): with P in registers the loop without overlap, cuDNN's
+  // FP8 order (NOTES "256-key tiles without overlap"), since with overlap a group would hold S of the next tile (128
+  // registers), P (32) and O (64) at once, beyond its 240; with P in shared memory the overlapped loop (NOTES "256-key
+  // tiles with P in shared memory and overlap"))
+  constexpr bool kOverlap = BlockN != 256 || PShared;
+  static_assert(BlockN != 256 || (kGroups == 2 && Turns && (PShared || !Persistent)), "256-key tiles: two groups in turns; persistent with P in shared memory");
   auto* kernel = fa3_forward_ws_kernel<Ops, kStages, kOverlap, Turns, Fa3Rule, Persistent, kGroups>;
   allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3.fp8");
   const dim3 grid = grid_of(p.shape, Layout::kCtaRows, "cuda.fa3.fp8");
@@ -201,7 +203,7 @@ struct Fp8Launch {
 };
 template <int D, int BlockN = kBlockN, bool PShared = false, int Groups = kForwardGroups<D>, bool Turns = true>
 void launch_fp8_kernel(const Fp8Launch& l) {
-  if constexpr (PShared && !Turns && D != 256) {
+  if constexpr (PShared && (!Turns || BlockN == 256) && D != 256) {
     if (l.persistent) {
       l.fp16 ? launch_fp8<__half, D, BlockN, PShared, Groups, Turns, false, true>(l.m, l.work, l.p, l.ex, l.stream)
              : launch_fp8<__nv_bfloat16, D, BlockN, PShared, Groups, Turns, false, true>(l.m, l.work, l.p, l.ex, l.stream);
@@ -221,9 +223,10 @@ void launch_fp8_kernel(const Fp8Launch& l) {
 
 }  // namespace
 
-// automatic: shared at d = 128 with 128-key tiles, + 5-7 % without a mask on the H200 (NOTES "P from shared memory"); not
-// at 256, where it measured level to 2 % slower (NOTES "Head dim 256"). It gives the register path's bits, so the choice
-// changes the time only.
+// automatic: shared at d = 128 with 128-key tiles, + 5-7 % without a mask on the H200 (NOTES "P from shared memory"), and
+// with 256-key tiles, where it lets the groups overlap S with P V, + 2-7 % (NOTES "256-key tiles with P in shared memory
+// and overlap"); not at d = 256, where it measured level to 2 % slower (NOTES "Head dim 256"). It gives the register
+// path's bits, so the choice changes the time only.
 bool fa3_fp8_p_from_shared(const Fp8ForwardParams& f) {
   return f.p_operand == Fp8POperand::shared || (f.p_operand == Fp8POperand::automatic && fp8_p_shared_by_default(f.block_k, f.p.shape.head_dim));
 }
@@ -238,7 +241,9 @@ bool fa3_fp8_o_by_tma(const Fp8ForwardParams& f) {
 
 // automatic: none where P is in shared memory (NOTES "Three groups without turns": the kernel alone + 3-6 % at 16k on the
 // H100, the bench + 0.7 % on average, no point below - 1 %); the kernels with P in registers keep FA3's ping-pong.
-bool fa3_fp8_takes_turns(const Fp8ForwardParams& f) { return f.turns == Fp8Turns::ring || !fa3_fp8_p_from_shared(f); }
+// 256-key tiles always take turns, at the exponentials (without them, two groups of 256 keys measured 3-4 % slower at
+// 4k and 16k without a mask: NOTES "256-key tiles with P in shared memory and overlap").
+bool fa3_fp8_takes_turns(const Fp8ForwardParams& f) { return f.turns == Fp8Turns::ring || !fa3_fp8_p_from_shared(f) || f.block_k == 256; }
 
 // automatic: the pass. The producer warpgroup's transpose by 4-byte loads and stores lengthened the FP8 step by 450 SM
 // clocks (the kernel 18-20 % slower, H200), against the pass's 1-4 % of the bench's FP8 time (NOTES "V transposed in the
@@ -246,12 +251,15 @@ bool fa3_fp8_takes_turns(const Fp8ForwardParams& f) { return f.turns == Fp8Turns
 // kernel together (NOTES "FA3's V transpose in the kernel").
 bool fa3_fp8_transposes_v_in_kernel(const Fp8ForwardParams& f) { return f.v_transpose == Fp8VTranspose::kernel; }
 
+// (the kernels with P in shared memory at d = 128: 128-key tiles without turns, 256-key tiles in turns)
 bool fa3_fp8_persistent_supported(const Fp8ForwardParams& f) {
-  return f.p.shape.head_dim <= 128 && fa3_fp8_p_from_shared(f) && !fa3_fp8_takes_turns(f) && !fa3_fp8_transposes_v_in_kernel(f);
+  return f.p.shape.head_dim <= 128 && fa3_fp8_p_from_shared(f) && (!fa3_fp8_takes_turns(f) || f.block_k == 256) && !fa3_fp8_transposes_v_in_kernel(f);
 }
+// automatic: persistent under causal masks where supported; with 256-key tiles under every mask, where it measured
+// + 0.7-2.2 % over the grid (NOTES "256-key tiles with P in shared memory and overlap").
 bool fa3_fp8_persistent(const Fp8ForwardParams& f) {
   return f.scheduler == Fp8Scheduler::persistent ||
-         (f.scheduler == Fp8Scheduler::automatic && persistent_scheduler_by_default(f.p.shape) && fa3_fp8_persistent_supported(f));
+         (f.scheduler == Fp8Scheduler::automatic && (persistent_scheduler_by_default(f.p.shape) || f.block_k == 256) && fa3_fp8_persistent_supported(f));
 }
 
 Fp8TensorMaps fa3_fp8_tensor_maps(const Fp8ForwardParams& f) {
@@ -294,11 +302,11 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
     throw std::runtime_error("cuda.fa3.fp8: key tiles (block_k) of 128, or 224 or 256 at head dim 128 (got " + std::to_string(f.block_k) + " at head dim " + std::to_string(s.head_dim) + ")");
   }
   if (f.p_operand == Fp8POperand::shared && !fp8_p_shared_supported(f.block_k, s.head_dim)) {
-    throw std::runtime_error("cuda.fa3.fp8: P from shared memory (p_operand=shared) at head dim 128 or 256 with block_k 128 only (got head dim " + std::to_string(s.head_dim) +
-                             ", block_k " + std::to_string(f.block_k) + ")");
+    throw std::runtime_error("cuda.fa3.fp8: P from shared memory (p_operand=shared) with block_k 128 at head dim 128 or 256, or 256 at head dim 128 only (got head dim " +
+                             std::to_string(s.head_dim) + ", block_k " + std::to_string(f.block_k) + ")");
   }
-  if (f.turns == Fp8Turns::none && !fa3_fp8_p_from_shared(f)) {
-    throw std::runtime_error("cuda.fa3.fp8: turns=none with P in shared memory only (block_k 128; p_operand=shared at head dim 128 or 256, or auto at 128; got head dim " +
+  if (f.turns == Fp8Turns::none && (!fa3_fp8_p_from_shared(f) || f.block_k != 128)) {
+    throw std::runtime_error("cuda.fa3.fp8: turns=none with P in shared memory and block_k 128 only (p_operand=shared at head dim 128 or 256, or auto at 128; got head dim " +
                              std::to_string(s.head_dim) + ", block_k " + std::to_string(f.block_k) + ", p_operand=" + fp8_p_operand_name(f.p_operand) + ")");
   }
   const bool v_in_kernel = fa3_fp8_transposes_v_in_kernel(f);
@@ -312,8 +320,8 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
   const bool persistent = fa3_fp8_persistent(f);
   if (persistent && !fa3_fp8_persistent_supported(f)) {
     throw std::runtime_error(
-        "cuda.fa3.fp8: the persistent scheduler runs the kernel with P in shared memory, no turns and V^T from the pass only (head dim 128, block_k 128, "
-        "p_operand auto or shared, turns auto or none, v_transpose auto or pass)");
+        "cuda.fa3.fp8: the persistent scheduler runs the kernels with P in shared memory and V^T from the pass only (head dim 128, p_operand auto or shared, "
+        "v_transpose auto or pass; block_k 128 with turns auto or none, or block_k 256)");
   }
   if (persistent && p.work_counter == nullptr) {
     throw std::runtime_error("cuda.fa3.fp8: the persistent scheduler needs a work counter (ForwardParams::work_counter, 0 at the launch)");
@@ -329,6 +337,8 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
   if (fa3_fp8_p_from_shared(f) && d == 256) {
     // (two groups: O's 128 registers leave no room for a third)
     fa3_fp8_takes_turns(f) ? launch_fp8_kernel<256, 128, true, 2>(l) : launch_fp8_kernel<256, 128, true, 2, false>(l);
+  } else if (fa3_fp8_p_from_shared(f) && f.block_k == 256) {
+    launch_fp8_kernel<128, 256, true, 2>(l);  // (two groups in turns at their exponentials, the overlapped loop)
   } else if (fa3_fp8_p_from_shared(f)) {
     fa3_fp8_takes_turns(f) ? launch_fp8_kernel<128, 128, true, 3>(l) : launch_fp8_kernel<128, 128, true, 3, false>(l);
   } else if (d == 256) {
@@ -336,7 +346,7 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
   } else if (d == 128 && f.block_k == 224) {
     launch_fp8_kernel<128, 224>(l);
   } else if (d == 128 && f.block_k == 256) {
-    launch_fp8_kernel<128, 256>(l);
+    launch_fp8_kernel<128, 256>(l);  // (P in registers: the loop without overlap)
   } else if (d == 128) {
     launch_fp8_kernel<128>(l);
   } else {

@@ -21,7 +21,8 @@ constexpr int kFp8BlockRows = 128;  // rows of Q per block exponent (cpu.fa3.fp8
 
 // The key tiles cuda.fa3.fp8 is compiled for (Fp8ForwardParams::block_k): 128 at every head dim (64, 128, 256), and at
 // d = 128 FA3's FP8 tile, 224, and cuDNN's, 256 (a step's FP8 products are short, so a longer tile spreads its fixed
-// costs; 256 runs two groups without overlap, turns at the softmax). FA3's d = 64 tile, 160 keys with three consumer
+// costs; 256 runs two groups in turns at their exponentials: with P in shared memory, auto's, the overlapped loop, with P
+// in registers the loop without overlap). FA3's d = 64 tile, 160 keys with three consumer
 // groups, spills in the step at 160 registers and measured 4-8 % slower (NOTES): not compiled.
 inline bool fp8_key_tile_supported(int block_k, int head_dim) {
   return (block_k == 128 && (head_dim == 64 || head_dim == 128 || head_dim == 256)) || ((block_k == 224 || block_k == 256) && head_dim == 128);
@@ -31,21 +32,24 @@ inline bool fp8_key_tile_supported(int block_k, int head_dim) {
 inline int fp8_vt_keys(int seq_k) { return (seq_k + 127) / 128 * 128; }
 
 // Where P V reads P (the A operand) from: registers (two consumer warpgroups at d = 128 and 256, three at d = 64) or a
-// tile in shared memory (key tiles of 128 only; three consumer warpgroups at d = 128: without P's 16 registers ptxas no
+// tile in shared memory (key tiles of 128: three consumer warpgroups at d = 128: without P's 16 registers ptxas no
 // longer serialises the wgmma of three groups of 160 registers, though the step still spills: kernels/cuda/NOTES.md, "P
-// from shared memory"; two at d = 256). automatic is shared where fp8_p_shared_by_default says (d = 128), registers
-// elsewhere.
+// from shared memory"; two at d = 256; key tiles of 256 at d = 128: two groups whose next S overlaps the softmax, S's
+// 128 registers and O's 64 beside no P: NOTES "256-key tiles with P in shared memory and overlap"). automatic is shared
+// where fp8_p_shared_by_default says (d = 128), registers elsewhere.
 enum class Fp8POperand : std::uint8_t { automatic, registers, shared };
 // The option value that names each (cuda.fa3.fp8's p_operand, and the launcher's messages).
 inline const char* fp8_p_operand_name(Fp8POperand p) { return p == Fp8POperand::registers ? "registers" : p == Fp8POperand::shared ? "shared" : "auto"; }
-inline bool fp8_p_shared_supported(int block_k, int head_dim) { return block_k == 128 && (head_dim == 128 || head_dim == 256); }
-// Where automatic takes shared memory: d = 128, where it lets three groups run. At d = 256 both forms have two groups, and
-// P from shared memory measured level to 2 % slower than from registers (H200, kernels/cuda/NOTES.md "Head dim 256").
-inline bool fp8_p_shared_by_default(int block_k, int head_dim) { return block_k == 128 && head_dim == 128; }
+inline bool fp8_p_shared_supported(int block_k, int head_dim) { return (block_k == 128 && (head_dim == 128 || head_dim == 256)) || (block_k == 256 && head_dim == 128); }
+// Where automatic takes shared memory: d = 128, where it lets three groups run (128-key tiles) or two overlap (256). At
+// d = 256 both forms have two groups, and P from shared memory measured level to 2 % slower than from registers (H200,
+// kernels/cuda/NOTES.md "Head dim 256").
+inline bool fp8_p_shared_by_default(int block_k, int head_dim) { return (block_k == 128 || block_k == 256) && head_dim == 128; }
 // Whether the consumer groups take turns to issue their products (ring: FA3's ping-pong, in a ring of three where P is
-// in shared memory) or each issues them as soon as its own P is ready (none: with P in shared memory only, where the
-// group's own barrier hands P to P V; the tensor pipe takes the three groups' products in the order they come).
-// automatic: none where P is in shared memory (kernels/cuda/NOTES.md, "Three groups without turns"), ring elsewhere.
+// in shared memory) or each issues them as soon as its own P is ready (none: with P in shared memory and block_k 128
+// only, where the group's own barrier hands P to P V; the tensor pipe takes the three groups' products in the order they
+// come). automatic: none where P is in shared memory with 128-key tiles (kernels/cuda/NOTES.md, "Three groups without
+// turns"), ring elsewhere. 256-key tiles take turns at their exponentials rather than at the issue.
 // The same bits either way: each group's products and their order do not change.
 enum class Fp8Turns : std::uint8_t { automatic, ring, none };
 // Where V^T comes from (8-bit wgmma reads its B operand K-major only, so P V needs V transposed): pass, the
@@ -57,9 +61,10 @@ enum class Fp8VTranspose : std::uint8_t { automatic, pass, kernel };
 constexpr bool fp8_v_in_kernel_supported(int block_k, int head_dim) { return block_k == 128 && head_dim <= 128; }
 // Which CTA computes a query tile: grid (one CTA per tile) or persistent (one CTA per SM walking the tiles longest
 // first, cuda.fa3's and cuda.fa4's scheduler: fa3_forward.cuh's WorkTiles), the latter for the kernel with P in shared
-// memory, no turns and V^T from the pass only (auto's kernel at d = 128 with block_k 128). automatic: persistent under
-// causal masks where that kernel runs (persistent_scheduler_by_default; kernels/cuda/NOTES.md "The FP8 forward's
-// persistent scheduler"), grid elsewhere. The persistent one takes its tiles from *p.work_counter, which must be 0 at
+// memory and V^T from the pass only at d = 128: block_k 128 without turns (auto's kernel), or block_k 256. automatic:
+// persistent under causal masks where the 128-key kernel runs (persistent_scheduler_by_default; kernels/cuda/NOTES.md
+// "The FP8 forward's persistent scheduler") and under every mask for the 256-key one (NOTES "256-key tiles with P in
+// shared memory and overlap"), grid elsewhere. The persistent one takes its tiles from *p.work_counter, which must be 0 at
 // the launch. The same bits either way.
 enum class Fp8Scheduler : std::uint8_t { automatic, grid, persistent };
 // The element size persistent_work_tiles sizes the persistent scheduler's L2 sections by (under a causal mask, as many

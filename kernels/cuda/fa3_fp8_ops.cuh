@@ -27,10 +27,12 @@ __device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
 
 // The Operands of fa3_forward_ws_kernel for e4m3 Q, K and V^T; O stored as Out (bf16 or fp16). Key tiles of
 // BlockN: 128, or at d = 128 FA3's FP8 tile, 224, or cuDNN's, 256 (block_k; a step's products are half of bf16's, so a
-// longer tile spreads the step's fixed costs over more keys; 256 runs the loop without overlap). K and V carry one
+// longer tile spreads the step's fixed costs over more keys; 256 with P in registers runs the loop without overlap, with P in
+// shared memory the overlapped loop). K and V carry one
 // block exponent per key tile.
-// PShared: P goes to a 64 x 128-byte tile of the group's in shared memory (the 128-byte swizzle, K-major, its bytes in
-// the A fragments' order, so V^T's key order is unchanged) and P V reads it from there (QGMMA SS), FA3's
+// PShared: P goes to a 64 x 128-byte tile of the group's in shared memory (two such boxes for 256 keys; the 128-byte
+// swizzle, K-major, its bytes in the A fragments' order, so V^T's key order is unchanged) and P V reads it from there
+// (QGMMA SS), FA3's
 // Mma1_is_RS = false. P then holds no registers across the next S's product, which is what lets three consumer
 // groups of 160 registers run at d = 128: O 64 + S 64 (with P's 16 in registers too ptxas serialised every wgmma, C7512;
 // without them it spills 220 bytes: a few local loads and stores in the unmasked step, more in the masked one).
@@ -41,7 +43,8 @@ struct E4m3Ops {
   static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
   static_assert(BlockN == 128 || ((BlockN == 224 || BlockN == 256) && D == 128), "fp8_key_tile_supported's tiles");
   static_assert(D != 256 || !VInKernel, "head dim 256: V^T from the pass (the producer's transpose takes rows of at most 128 bytes)");
-  static_assert(!PShared || (BlockN == 128 && D >= 128), "P in shared memory: rows of 128 keys (one 128-byte swizzle span), P V by m64nDk32, D = 128 or 256");
+  static_assert(!PShared || (BlockN == 128 && D >= 128) || (BlockN == 256 && D == 128),
+                "P in shared memory: 128 keys at d = 128 or 256, 256 keys at d = 128 (boxes of 128 keys, one 128-byte swizzle span each)");
   static_assert(!VInKernel || BlockN == 128, "V rewritten in the kernel: tiles of 128 keys (one V^T box)");
   static constexpr int kBlockN = BlockN;  // keys per tile: one block exponent each
   // (the kernel indexes K's and V's exponents by its key tile, and Q's by a group's first row: a group's 64
@@ -53,7 +56,10 @@ struct E4m3Ops {
   static constexpr int kPaSteps = BlockN / 32;  // k32 steps over a tile's keys
   struct NoFragments {};
   using PFragments = std::conditional_t<PShared, NoFragments, std::uint32_t[kPaSteps][4]>;
-  static constexpr unsigned kPBytes = PShared ? kGroupRows * BlockN : 0;
+  static constexpr unsigned kPBytes = PShared ? kGroupRows * BlockN : 0;  // (256 keys: two boxes of 128, store_p_tile's)
+  // (256-key tiles: the two groups' turns at their exponentials, in either loop; NOTES "256-key tiles with P in shared
+  // memory and overlap")
+  static constexpr bool kTurnAtExps = BlockN == 256;
   // V^T's tile in boxes of 128 keys (128-byte rows, the 128-byte swizzle): one, or two for 224 and 256 keys (for 224 the
   // second box's last 32 keys go unread: a TMA box must not be wider than its swizzle, and 224 is no multiple of 64 or 128).
   static constexpr int kVtBoxes = (BlockN + 127) / 128;
@@ -171,12 +177,12 @@ struct E4m3Ops {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kPaSteps; ++kk) {
-      // (d rows of 128 keys (128 bytes) per box; k32 step kk in box kk / 4)
+      // (d rows of 128 keys (128 bytes) per box of V^T, 64 rows of 128 keys per box of P; k32 step kk in box kk / 4 of each)
       const std::uint64_t b = wgmma_descriptor_advance(wgmma_descriptor_sw128(sVt + (kk / 4) * kVtBoxBytes), kk % 4);
       if constexpr (PShared && D == 256) {
-        wgmma_m64n256k32_e4m3_ss(reinterpret_cast<float(&)[128]>(o), wgmma_descriptor_advance(wgmma_descriptor_sw128(sP), kk), b, 1);
+        wgmma_m64n256k32_e4m3_ss(reinterpret_cast<float(&)[128]>(o), wgmma_descriptor_advance(wgmma_descriptor_sw128(sP + (kk / 4) * kQBox), kk % 4), b, 1);
       } else if constexpr (PShared) {
-        wgmma_m64n128k32_e4m3_ss(reinterpret_cast<float(&)[64]>(o), wgmma_descriptor_advance(wgmma_descriptor_sw128(sP), kk), b, 1);
+        wgmma_m64n128k32_e4m3_ss(reinterpret_cast<float(&)[64]>(o), wgmma_descriptor_advance(wgmma_descriptor_sw128(sP + (kk / 4) * kQBox), kk % 4), b, 1);
       } else if constexpr (D == 256) {
         wgmma_m64n256k32_e4m3_rs(reinterpret_cast<float(&)[128]>(o), pa[kk], b, 1);
       } else if constexpr (D == 128) {

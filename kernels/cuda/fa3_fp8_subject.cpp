@@ -59,8 +59,8 @@ class CudaFa3Fp8 final : public Subject {
 
   const SubjectInfo& info() const override { return info_; }
 
-  // An option that leaves no compiled kernel for any head dim together with the others set (turns=none or
-  // scheduler=persistent with P in registers or block_k=224 or 256; scheduler=persistent with turns=ring or
+  // An option that leaves no compiled kernel for any head dim together with the others set (turns=none with P in
+  // registers or block_k=224 or 256; scheduler=persistent with P in registers, block_k=224, turns=ring at block_k=128 or
   // v_transpose=kernel) is refused, whichever comes second, and the options stay as they were: an empty list of head
   // dims would declare every head dim (SubjectInfo::supports_head_dim).
   void set_option(const std::string& name, const std::string& value) override {
@@ -72,8 +72,9 @@ class CudaFa3Fp8 final : public Subject {
       refresh_options();
       throw SubjectError(info_.name + ": " + name + "=" + value + " with block_k=" + std::to_string(options_.block_k) + ", p_operand=" + p_operand_name() +
                          ", turns=" + turns_name() + ", v_transpose=" + v_transpose_name() + ", scheduler=" + scheduler_name() +
-                         ": no kernel runs these together at any head dim (turns=none needs P in shared memory: block_k=128, p_operand=shared at head dim 128 "
-                         "or 256, or auto at 128; scheduler=persistent the same at head dim 128 only, with turns auto or none and v_transpose auto or pass)");
+                         ": no kernel runs these together at any head dim (turns=none needs P in shared memory and block_k=128: p_operand=shared at head dim "
+                         "128 or 256, or auto at 128; scheduler=persistent P in shared memory at head dim 128 with v_transpose auto or pass, and block_k=128 with "
+                         "turns auto or none, or block_k=256)");
     }
   }
 
@@ -85,7 +86,7 @@ class CudaFa3Fp8 final : public Subject {
       if (value != std::to_string(kFp8BlockRows)) throw SubjectError(info_.name + ": block_q=" + value + ": the kernels' query blocks are 128 rows");
     } else if (name == "block_k") {
       if (value != "128" && value != "224" && value != "256") throw SubjectError(info_.name + ": block_k=" + value + ": 128, or 224 or 256 (head dim 128 only)");
-      if (value != "128" && options_.p_operand == Fp8POperand::shared) throw SubjectError(p_shared_with_wide_tile(value));
+      if (value == "224" && options_.p_operand == Fp8POperand::shared) throw SubjectError(p_shared_with_wide_tile(value));
       if (value != "128" && options_.v_transpose == Fp8VTranspose::kernel) throw SubjectError(v_in_kernel_with_wide_tile(value));
       options_.block_k = std::stoi(value);
     } else if (name == "p_operand") {
@@ -94,7 +95,7 @@ class CudaFa3Fp8 final : public Subject {
       } else if (value == "registers") {
         options_.p_operand = Fp8POperand::registers;
       } else if (value == "shared") {
-        if (options_.block_k != 128) throw SubjectError(p_shared_with_wide_tile(std::to_string(options_.block_k)));
+        if (options_.block_k == 224) throw SubjectError(p_shared_with_wide_tile(std::to_string(options_.block_k)));
         options_.p_operand = Fp8POperand::shared;
       } else {
         throw SubjectError(info_.name + ": p_operand=" + value + ": auto, registers or shared");
@@ -347,26 +348,27 @@ class CudaFa3Fp8 final : public Subject {
                          "): the producer's transpose is written for V rows of at most 128 bytes");
     }
     if (options_.p_operand == Fp8POperand::shared && !fp8_p_shared_supported(options_.block_k, head_dim)) {
-      throw SubjectError(info_.name + ": p_operand=shared at head dim 128 or 256 with block_k=128 only (got head dim " + std::to_string(head_dim) + ", block_k=" +
-                         std::to_string(options_.block_k) + ")");
+      throw SubjectError(info_.name + ": p_operand=shared with block_k=128 at head dim 128 or 256, or block_k=256 at head dim 128 only (got head dim " +
+                         std::to_string(head_dim) + ", block_k=" + std::to_string(options_.block_k) + ")");
     }
-    if (options_.turns == Fp8Turns::none && !p_from_shared_at(head_dim)) {
-      throw SubjectError(info_.name + ": turns=none with P in shared memory only (block_k=128; p_operand=shared at head dim 128 or 256, or auto at 128; got head dim " +
+    if (options_.turns == Fp8Turns::none && !turns_optional_at(head_dim)) {
+      throw SubjectError(info_.name + ": turns=none with P in shared memory and block_k=128 only (p_operand=shared at head dim 128 or 256, or auto at 128; got head dim " +
                          std::to_string(head_dim) + ", block_k=" + std::to_string(options_.block_k) + ", p_operand=" + p_operand_name() + ")");
     }
     if (options_.scheduler == Fp8Scheduler::persistent && !persistent_possible(head_dim)) {
-      throw SubjectError(info_.name + ": scheduler=persistent runs the kernel with P in shared memory, no turns and V^T from the pass only (head dim 128, "
-                         "block_k=128, p_operand auto or shared, turns auto or none, v_transpose auto or pass; got head dim " + std::to_string(head_dim) +
+      throw SubjectError(info_.name + ": scheduler=persistent runs the kernels with P in shared memory and V^T from the pass only (head dim 128, p_operand auto "
+                         "or shared, v_transpose auto or pass; block_k=128 with turns auto or none, or block_k=256; got head dim " + std::to_string(head_dim) +
                          ", block_k=" + std::to_string(options_.block_k) + ", p_operand=" + p_operand_name() + ", turns=" + turns_name() + ", v_transpose=" +
                          v_transpose_name() + ")");
     }
   }
 
-  // The launcher's rule (fa3_fp8_p_from_shared) for this subject's options at head_dim, where p_operand=shared is supported.
-  bool p_from_shared_at(int head_dim) const {
+  // The launcher's rule for turns=none (fa3_fp8_forward: P in shared memory, fa3_fp8_p_from_shared, with 128-key tiles)
+  // for this subject's options at head_dim, where p_operand=shared is supported.
+  bool turns_optional_at(int head_dim) const {
     Fp8ForwardParams f;
     f.p.shape.head_dim = head_dim, f.block_k = options_.block_k, f.p_operand = options_.p_operand;
-    return fp8_p_shared_supported(options_.block_k, head_dim) && fa3_fp8_p_from_shared(f);
+    return fp8_p_shared_supported(options_.block_k, head_dim) && fa3_fp8_p_from_shared(f) && options_.block_k == 128;
   }
 
   // The launcher's rule (fa3_fp8_persistent_supported) for this subject's options at head_dim.
@@ -381,7 +383,7 @@ class CudaFa3Fp8 final : public Subject {
     info_.head_dims.clear();  // (the compiled head dims that take this block_k: fp8_key_tile_supported, the one list)
     for (int d : {64, 128, 256}) {
       if (fp8_key_tile_supported(options_.block_k, d) && (options_.p_operand != Fp8POperand::shared || fp8_p_shared_supported(options_.block_k, d)) &&
-          (options_.turns != Fp8Turns::none || p_from_shared_at(d)) &&
+          (options_.turns != Fp8Turns::none || turns_optional_at(d)) &&
           (options_.scheduler != Fp8Scheduler::persistent || persistent_possible(d)) && (options_.v_transpose != Fp8VTranspose::kernel || fp8_v_in_kernel_supported(options_.block_k, d))) {
         info_.head_dims.push_back(d);
       }
@@ -391,24 +393,25 @@ class CudaFa3Fp8 final : public Subject {
                       "block_k of K and V)"},
                      {"block_q", std::to_string(kFp8BlockRows), "query rows per block scale (fixed: the kernels' tile)"},
                      {"block_k", std::to_string(options_.block_k), "keys per block scale and per key tile: 128, or at head dim 128 224 (FA3's FP8 tile there) or 256 (cuDNN's: "
-                      "two groups without overlap inside a group, turns at the exponentials)"},
+                      "two groups taking turns at their exponentials; with P in shared memory each group's next S overlaps its softmax, with P in registers "
+                      "nothing overlaps inside a group)"},
                      {"p_operand", p_operand_name(), "where P V reads P from: registers (two consumer warpgroups at d = 128 and 256), shared (a tile in shared memory; "
-                      "three consumer warpgroups at d = 128, two at 256; block_k=128 only), auto (shared at d = 128 with block_k=128, measured faster there; "
-                      "registers elsewhere: at 256 shared measured level to 2 % slower)"},
+                      "block_k=128: three consumer warpgroups at d = 128, two at 256; block_k=256: two at d = 128), auto (shared at d = 128 with block_k=128 "
+                      "or 256, measured faster there; registers elsewhere: at d = 256 shared measured level to 2 % slower)"},
                      {"epilogue", options_.epilogue == Fa3Epilogue::stores ? "stores" : "automatic",
                       "automatic: O through shared memory (the group's Q and P tiles) and one TMA store per 64-column box where P is in shared "
                       "memory (at d = 128), O is rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"},
                      {"turns", turns_name(), "whether the consumer groups take turns to issue their products: ring (FA3's ping-pong; with block_k=256 the two "
                       "groups take turns at their exponentials instead, cuDNN's order), none (each group issues as soon as its own P is ready; P in shared "
-                      "memory only), auto (none where P is in shared memory, ring elsewhere). The same bits"},
+                      "memory with block_k=128 only), auto (none where P is in shared memory with block_k=128, ring elsewhere). The same bits"},
                      {"v_transpose", v_transpose_name(), "where V is transposed for P V (FP8 products read V^T): kernel (the forward's producer warpgroup, "
                       "tile by tile in shared memory, FA3's ldmatrix.trans and stmatrix; block_k=128 at d = 64 and 128 only; no V^T buffer, but the kernel alone measured 2-7 % "
                       "slower than the pass and the kernel together at N = 4k-16k), pass (a kernel over V before the "
                       "forward, into a V^T buffer), auto (the pass). The same bits"},
                      {"scheduler", scheduler_name(),
-                      "grid: one CTA per query tile; persistent: one CTA per SM walking the tiles longest first (the kernel with P in shared memory, no "
-                      "turns and v_transpose pass only: d = 128, block_k=128); auto: persistent under a causal mask where that kernel runs, else grid. The "
-                      "same bits"}};
+                      "grid: one CTA per query tile; persistent: one CTA per SM walking the tiles longest first (the kernels with P in shared memory and "
+                      "v_transpose pass only, at d = 128: block_k=128 without turns, or block_k=256); auto: persistent under a causal mask where the "
+                      "128-key kernel runs and under every mask with block_k=256, else grid. The same bits"}};
   }
 
   // The launcher's rule (fa3_fp8_transposes_v_in_kernel) for this subject's options.
@@ -433,8 +436,8 @@ class CudaFa3Fp8 final : public Subject {
 
   // (refused whichever option comes second: no head dim would take the pair)
   std::string p_shared_with_wide_tile(const std::string& block_k) const {
-    return info_.name + ": p_operand=shared with block_k=" + block_k + ": P from shared memory takes key tiles of 128 (three consumer groups cannot hold S of " + block_k +
-           " keys)";
+    return info_.name + ": p_operand=shared with block_k=" + block_k + ": P from shared memory takes key tiles of 128 or 256 (the 224-key kernel's two groups "
+           "hold P in registers)";
   }
 
   const char* p_operand_name() const { return fp8_p_operand_name(options_.p_operand); }

@@ -5,12 +5,12 @@
 //     accumulation-order difference, on e4m3 operands and on scaled operands whose blocks carry different
 //     powers of two (the block exponents of Q, K and V in the kernel);
 //   - small shapes with tails, masks and GQA (what compute-sanitizer runs);
-//   - each in every compiled variant (kVariants): key tiles of 128, of 224 and of 256 (block_k, d = 128 only; 256 runs
-//     the loop without overlap inside a group, turns at the softmax), the CPU twin
-//     with the same block_k; P V's A operand from registers and from shared memory (p_operand=shared: three consumer
-//     groups, d = 128 and block_k=128 only);
-//   - P from shared memory gives the register path's bits, with the three groups in turns and without (turns); the
-//     persistent scheduler gives the grid's (scheduler), O by TMA and by stores;
+//   - each in every compiled variant (kVariants): key tiles of 128, of 224 and of 256 (block_k, d = 128 only; 256 with P
+//     in registers runs the loop without overlap inside a group, with P in shared memory the overlapped loop, both with
+//     turns at the exponentials), the CPU twin with the same block_k; P V's A operand from registers and from shared
+//     memory (p_operand=shared: three consumer groups at d = 128 with block_k=128, two at d = 256, two with block_k=256);
+//   - P from shared memory gives the register path's bits, with the three groups in turns and without (turns), and with
+//     256-key tiles on either scheduler; the persistent scheduler gives the grid's (scheduler), O by TMA and by stores;
 //   - bad input refused with a clear error.
 #include <gtest/gtest.h>
 
@@ -62,7 +62,7 @@ struct Fp8Variant {
   }
   bool supports(int d) const { return fp8_key_tile_supported(block_k, d) && (std::string(p_operand) != "shared" || fp8_p_shared_supported(block_k, d)); }
 };
-const Fp8Variant kVariants[] = {{128, "registers"}, {224, "registers"}, {256, "registers"}, {128, "shared"}};
+const Fp8Variant kVariants[] = {{128, "registers"}, {224, "registers"}, {256, "registers"}, {128, "shared"}, {256, "shared"}};
 
 TEST(CudaFa3Fp8, PassesTheHarness) {
   REQUIRE_HOPPER();
@@ -363,7 +363,8 @@ TEST(CudaFa3Fp8, SmallShapesSweep) {
   auto cpu = cpu::make_cpu_fa3_fp8();
   // (each variant with V transposed by the pass and, with 128-key tiles, in the kernel: the sanitizer's sweep of both)
   for (const auto& [variant, v_transpose] : std::vector<std::pair<Fp8Variant, const char*>>{
-           {kVariants[0], "pass"}, {kVariants[0], "kernel"}, {kVariants[1], "pass"}, {kVariants[2], "pass"}, {kVariants[3], "pass"}, {kVariants[3], "kernel"}}) {
+           {kVariants[0], "pass"}, {kVariants[0], "kernel"}, {kVariants[1], "pass"}, {kVariants[2], "pass"}, {kVariants[3], "pass"}, {kVariants[3], "kernel"},
+           {kVariants[4], "pass"}}) {
     gpu->set_option("v_transpose", "pass");  // (block_k=224 and 256 refuse kernel: through pass between variants)
     variant.apply(*gpu, cpu.get());
     gpu->set_option("v_transpose", v_transpose);
@@ -432,6 +433,8 @@ TEST(CudaFa3Fp8, PFromSharedMemoryUnderAutoOrWhenAsked) {
   EXPECT_TRUE(fa3_fp8_p_from_shared(f)) << "auto at d = 128, block_k 128";
   f.block_k = 224;
   EXPECT_FALSE(fa3_fp8_p_from_shared(f)) << "auto with 224-key tiles";
+  f.block_k = 256;
+  EXPECT_TRUE(fa3_fp8_p_from_shared(f)) << "auto with 256-key tiles (two groups, the overlapped loop)";
   f.p.shape.head_dim = 64, f.block_k = 128;
   EXPECT_FALSE(fa3_fp8_p_from_shared(f)) << "auto at d = 64";
   f.p.shape.head_dim = 256;
@@ -456,6 +459,10 @@ TEST(CudaFa3Fp8, TurnsOnlyWithPInRegistersUnderAuto) {
   EXPECT_TRUE(fa3_fp8_takes_turns(f)) << "auto at d = 64 (three groups, P in registers)";
   f.p.shape.head_dim = 256;
   EXPECT_TRUE(fa3_fp8_takes_turns(f)) << "auto at d = 256 (two groups, P in registers)";
+  f.p.shape.head_dim = 128, f.block_k = 256;
+  EXPECT_TRUE(fa3_fp8_takes_turns(f)) << "auto with 256-key tiles and P in shared memory (turns at the exponentials)";
+  f.p_operand = Fp8POperand::registers;
+  EXPECT_TRUE(fa3_fp8_takes_turns(f)) << "256-key tiles with P in registers";
 }
 
 TEST(CudaFa3Fp8, VTransposedInTheKernelOnlyWhenAsked) {
@@ -492,7 +499,7 @@ TEST(CudaFa3Fp8, PersistentSchedulerUnderCausalMasksWhereItsKernelRuns) {
            {"d = 64 (P in registers)", [](Fp8ForwardParams& g) { g.p.shape.head_dim = 64; }},
            {"d = 256 (P in registers)", [](Fp8ForwardParams& g) { g.p.shape.head_dim = 256; }},
            {"block_k 224", [](Fp8ForwardParams& g) { g.block_k = 224; }},
-           {"block_k 256", [](Fp8ForwardParams& g) { g.block_k = 256; }},
+           {"block_k 256 with P in registers", [](Fp8ForwardParams& g) { g.block_k = 256, g.p_operand = Fp8POperand::registers; }},
            {"p_operand=registers", [](Fp8ForwardParams& g) { g.p_operand = Fp8POperand::registers; }},
            {"turns=ring", [](Fp8ForwardParams& g) { g.turns = Fp8Turns::ring; }},
            {"v_transpose=kernel", [](Fp8ForwardParams& g) { g.v_transpose = Fp8VTranspose::kernel; }}}) {
@@ -500,6 +507,17 @@ TEST(CudaFa3Fp8, PersistentSchedulerUnderCausalMasksWhereItsKernelRuns) {
     change(g);
     EXPECT_FALSE(fa3_fp8_persistent_supported(g)) << what;
     EXPECT_FALSE(fa3_fp8_persistent(g)) << "auto under a causal mask with " << what << ": the grid";
+  }
+  // 256-key tiles with P in shared memory (auto's there): persistent under every mask, in turns
+  for (CausalMask mask : {CausalMask::none, CausalMask::top_left, CausalMask::bottom_right}) {
+    Fp8ForwardParams g = f;
+    g.block_k = 256, g.p.shape.mask = mask;
+    EXPECT_TRUE(fa3_fp8_persistent_supported(g)) << "block_k 256";
+    EXPECT_TRUE(fa3_fp8_persistent(g)) << "auto with block_k 256";
+    g.turns = Fp8Turns::ring;
+    EXPECT_TRUE(fa3_fp8_persistent(g)) << "block_k 256, turns=ring (its turns)";
+    g.scheduler = Fp8Scheduler::grid;
+    EXPECT_FALSE(fa3_fp8_persistent(g)) << "block_k 256, scheduler=grid";
   }
 }
 
@@ -612,6 +630,48 @@ TEST(CudaFa3Fp8, PFromSharedMemoryGivesTheRegisterPathsBits) {
     }
   }
   std::cout << compared << " cases compared bit for bit\n";
+}
+
+// 256-key tiles: the kernel with P in shared memory (auto's: the overlapped loop, turns at the exponentials, O by TMA through
+// the Q and P tiles) on the persistent scheduler (auto's) and on the grid computes what the kernel with P in registers
+// (the loop without overlap, O by stores) does, so O and L must be its bits. The shapes reach a tile's edges (one key, a
+// partial 256-key tile, several), query tails, GQA, both masks' alignments, O in fp16, stochastic rounding (O by
+// stores), operands=scaled (block exponents per 256 keys), and 16 heads of 1000 rows (96 work tiles of 128 rows: with
+// 2 batches 192, more than the SMs, so persistent CTAs walk several and the P tile that staged one tile's O is
+// rewritten by the next tile's first P).
+TEST(CudaFa3Fp8, KeyTilesOf256WithPSharedGiveTheRegisterPathsBits) {
+  REQUIRE_HOPPER();
+  auto registers = fp8_subject(), persistent = fp8_subject(), grid = fp8_subject();
+  ASSERT_TRUE(registers && persistent && grid);
+  for (Subject* s : {registers.get(), persistent.get(), grid.get()}) s->set_option("block_k", "256");
+  registers->set_option("p_operand", "registers"), persistent->set_option("p_operand", "shared"), grid->set_option("p_operand", "shared");
+  grid->set_option("scheduler", "grid");
+  std::mt19937_64 gen(19);
+  int compared = 0;
+  for (const char* operands : {"e4m3", "scaled"}) {
+    for (Subject* s : {registers.get(), persistent.get(), grid.get()}) s->set_option("operands", operands);
+    const bool scaled = std::string(operands) == "scaled";
+    for (const char* policy : scaled ? std::vector<const char*>{"bf16,o=fp16"} : std::vector<const char*>{"e4m3", "e4m3,o=fp16", "e4m3,round=sr,seed=5"}) {
+      for (const auto& [heads, nq, nk] : std::vector<std::tuple<int, int, int>>{{4, 1, 1}, {4, 65, 200}, {4, 300, 256}, {4, 129, 700}, {16, 1000, 513}}) {
+        for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right}) {
+          gradcheck::Case c = testing::forward_case({2, heads, heads / 2, nq, nk, 128, 128}, m, policy);
+          gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+          if (scaled) {
+            in.q.assign(quantize_blocks(in.q.values(), 2 * heads, nq, 128, 128, 4, gen));
+            in.k.assign(quantize_blocks(in.k.values(), 2 * heads / 2, nk, 128, 256, 4, gen));
+            in.v.assign(quantize_blocks(in.v.values(), 2 * heads / 2, nk, 128, 256, 20, gen));
+          }
+          const gradcheck::Outputs want = gradcheck::Caller(*registers, c).fwd(in.q, in.k, in.v);
+          for (Subject* s : {persistent.get(), grid.get()}) {
+            const std::string name = std::string("block_k=256 p_operand=shared scheduler=") + (s == grid.get() ? "grid" : "auto (persistent)") + " operands=" + operands;
+            testing::expect_output_bits(gradcheck::Caller(*s, c).fwd(in.q, in.k, in.v), want, name, "block_k=256 p_operand=registers", c);
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  std::cout << compared << " cases: 256-key tiles with P in shared memory give the register path's bits\n";
 }
 
 // O by TMA (epilogue=automatic, the kernel with P in shared memory) rounds the same O / l 2^o_exp with the same cvt.rn
@@ -816,18 +876,22 @@ TEST(CudaFa3Fp8, BadInputIsRefusedWithAClearError) {
   EXPECT_THROW(gpu->set_option("block_k", "512"), SubjectError);
   gpu->set_option("block_k", "256");  // (each tile at its own head dim: refused elsewhere with the reason)
   EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("block_k=256 at head dim 128 only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
-  EXPECT_THROW(gpu->set_option("p_operand", "shared"), SubjectError);  // (block_k=256 is set)
   EXPECT_THROW(gpu->set_option("v_transpose", "kernel"), SubjectError);
+  EXPECT_THROW(gpu->set_option("turns", "none"), SubjectError) << "block_k=256 (its groups take turns at their exponentials)";
+  gpu->set_option("p_operand", "shared"), gpu->set_option("scheduler", "persistent");  // (the 256-key kernel with P in shared memory)
+  EXPECT_THROW(gpu->set_option("p_operand", "registers"), SubjectError) << "scheduler=persistent with block_k=256";
+  gpu->set_option("scheduler", "auto"), gpu->set_option("p_operand", "auto");
   gpu->set_option("block_k", "224");
   EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("block_k=224 at head dim 128 only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
-  // P from shared memory: d = 128 with 128-key tiles only (three groups cannot hold S of 224 keys), refused with
-  // block_k=224 in either order
+  // P from shared memory: key tiles of 128 (d = 128 and 256) or 256 (d = 128), not 224 (its kernel holds P in registers),
+  // refused with block_k=224 in either order
   EXPECT_THROW(gpu->set_option("p_operand", "smem"), SubjectError);
   EXPECT_THROW(gpu->set_option("p_operand", "shared"), SubjectError);  // (block_k=224 is set)
   gpu->set_option("block_k", "128");
   gpu->set_option("p_operand", "shared");
   EXPECT_THROW(gpu->set_option("block_k", "224"), SubjectError);
-  EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("p_operand=shared at head dim 128 or 256 with block_k=128 only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
+  EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("p_operand=shared with block_k=128 at head dim 128 or 256, or block_k=256 at head dim 128 only"), std::string::npos)
+      << message(c, gradcheck::make_inputs(c));
   gradcheck::Case d128 = c;
   d128.shape.head_dim = d128.shape.head_dim_v = 128;
   EXPECT_EQ(message(d128, gradcheck::make_inputs(d128)), "(accepted)");
@@ -838,7 +902,7 @@ TEST(CudaFa3Fp8, BadInputIsRefusedWithAClearError) {
   EXPECT_THROW(gpu->set_option("turns", "none"), SubjectError);
   gpu->set_option("p_operand", "auto"), gpu->set_option("turns", "none");
   EXPECT_THROW(gpu->set_option("p_operand", "registers"), SubjectError);
-  EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("turns=none with P in shared memory only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
+  EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("turns=none with P in shared memory and block_k=128 only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
   EXPECT_EQ(message(d128, gradcheck::make_inputs(d128)), "(accepted)");
   // V transposed in the kernel: 128-key tiles only, refused with block_k=224 in either order
   gpu->set_option("turns", "auto");
@@ -868,7 +932,8 @@ TEST(CudaFa3Fp8, BadInputIsRefusedWithAClearError) {
   EXPECT_NE(message(d256, gradcheck::make_inputs(d256)).find("v_transpose=kernel at head dim 64 or 128 only"), std::string::npos)
       << message(d256, gradcheck::make_inputs(d256));
   gpu->set_option("v_transpose", "auto"), gpu->set_option("turns", "none");
-  EXPECT_NE(message(d256, gradcheck::make_inputs(d256)).find("turns=none with P in shared memory only"), std::string::npos) << message(d256, gradcheck::make_inputs(d256));
+  EXPECT_NE(message(d256, gradcheck::make_inputs(d256)).find("turns=none with P in shared memory and block_k=128 only"), std::string::npos)
+      << message(d256, gradcheck::make_inputs(d256));
   gpu->set_option("p_operand", "shared");
   EXPECT_EQ(message(d256, gradcheck::make_inputs(d256)), "(accepted)") << "p_operand=shared, turns=none at d = 256";
   gpu->set_option("turns", "auto"), gpu->set_option("p_operand", "auto");
