@@ -1057,6 +1057,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   // faster there than without overlap, NOTES "256-key tiles with P in shared memory and overlap"). With the turn at the
   // exponentials, the group's own barrier hands P in shared memory to P V, as without turns.
   constexpr bool kTurnAtExps = Ops::kTurnAtExps && PingPong;
+  static_assert(Overlap || !PingPong || kTurnAtExps, "without overlap, turns fall at the exponentials (Ops::kTurnAtExps)");
   const auto before_issue = [&] {
     if constexpr (PingPong && !kTurnAtExps) {
       named_barrier_sync(my_turn, kTurnThreads);
@@ -1064,8 +1065,8 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
       named_barrier_sync(group_barrier, 128);
     }
   };
-  // The overlapped loop's softmax on a key tile, its exponentials in turn where kTurnAtExps (the split softmax's hook, as
-  // in the loop without overlap).
+  // A step's softmax on a key tile, its exponentials in turn where kTurnAtExps (the split softmax's hook: the group syncs
+  // on its turn after its row maxima and arrives on the next group's after its exponentials), in either loop.
   const auto softmax_in_turn = [&](float (&sc)[BlockN / 8][4], RowStats& st, float (&alpha)[2], int j, const GroupThread& th, float scale2_j) {
     if constexpr (kTurnAtExps) {
       softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2_j, [&] {
@@ -1150,17 +1151,9 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         wgmma_wait<0>();
         if (releaser) mbarrier_arrive(&k_empty[e % Stages]);
         float alpha[2];
-        if constexpr (PingPong) {
-          // (the turn covers the exponentials only: each group's row maxima run outside it. Measured against the turn
-          // around the whole softmax, 4-8 % faster; NOTES)
-          softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2_j, [&] {
-            named_barrier_sync(my_turn, kTurnThreads);
-            return ld_volatile_shared(&zero_word);
-          });
-          named_barrier_arrive(other_turn, kTurnThreads);
-        } else {
-          softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2_j);
-        }
+        // (with turns, the turn covers the exponentials only: each group's row maxima run outside it. Measured against
+        // the turn around the whole softmax, 4-8 % faster; NOTES)
+        softmax_in_turn(sc, st, alpha, j, th, scale2_j);
         if constexpr (Ops::kBlockScales) alpha[0] *= to_j, alpha[1] *= to_j;
         rescale<Ops::kRescaleByRowHalf>(o, alpha);
         typename Ops::PFragments pa;
