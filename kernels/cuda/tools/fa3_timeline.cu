@@ -30,12 +30,14 @@
 // --dtype e4m3 runs cuda.fa3.fp8's kernels (E4m3Ops, O in bf16, block exponents all 0, V's bytes drawn as they are and
 // transposed once by transpose_v_e4m3; the launcher's tensor maps, fa3_fp8_tensor_maps): --groups 3 at d = 128 is
 // P in shared memory (auto's with --turns none), --groups 2 P in
-// registers with --key-tile 128 or 224; d = 64 runs three groups. Its tensor pipe's share counts FP8's dense rate (8192
+// registers with --key-tile 128 or 224, and with --key-tile 256 P in shared memory (block_k=256's auto: the two groups
+// take turns at their exponentials, so the turn wait column is the group's own barrier before the issue, and the turn
+// itself falls inside the softmax column; grid or persistent); d = 64 runs three groups. Its tensor pipe's share counts FP8's dense rate (8192
 // FLOP per clock per SM). The pass's own time is printed first (V read and V^T written, in TB/s). --v-transpose
 // kernel: the kernels that transpose V's tiles themselves (v_transpose=kernel, 128-key tiles); pass (the default)
 // reads the V^T written before, and the pass is not in its time. Both give the same checksum.
 //
-// Usage: fa3-timeline [--d 64|128] [--n N] [--batch B] [--heads H] [--dtype bf16|e4m3] [--key-tile 128|176|224] [--groups 2|3] [--scheduler grid|persistent]
+// Usage: fa3-timeline [--d 64|128] [--n N] [--batch B] [--heads H] [--dtype bf16|e4m3] [--key-tile 128|176|224|256] [--groups 2|3] [--scheduler grid|persistent]
 //                     [--causal] [--section S] [--epilogue tma|stores] [--turns ring|none] [--v-transpose pass|kernel] [--repeats R]
 // --batch, --heads: B and H in place of 16384 / N and 2048 / d (other CTA counts against the SM count: the last wave).
 // Each run prints a checksum of O and L (of the unstamped launches), so that two builds can be compared bit for bit.
@@ -84,7 +86,7 @@ struct Config {
 
 [[noreturn]] void usage_error(const std::string& what) {
   std::fprintf(stderr,
-               "fa3-timeline: %s\nusage: fa3-timeline [--d 64|128] [--n N] [--batch B] [--heads H] [--dtype bf16|e4m3] [--key-tile 128|176|224] [--groups 2|3] "
+               "fa3-timeline: %s\nusage: fa3-timeline [--d 64|128] [--n N] [--batch B] [--heads H] [--dtype bf16|e4m3] [--key-tile 128|176|224|256] [--groups 2|3] "
                "[--scheduler grid|persistent] [--section S] [--epilogue tma|stores] [--turns ring|none] [--v-transpose pass|kernel] [--rule fa3|fa4] [--causal] [--extra-smem BYTES] [--repeats R]\n",
                what.c_str());
   std::exit(2);
@@ -147,11 +149,16 @@ Config parse(int argc, char** argv) {
     }
   }
   if (c.d != 64 && c.d != 128) usage_error("--d " + std::to_string(c.d) + ": 64 or 128");
-  if (c.key_tile != 128 && c.key_tile != (c.e4m3 ? 224 : 176)) usage_error("--key-tile " + std::to_string(c.key_tile) + (c.e4m3 ? ": 128 or 224 (e4m3)" : ": 128 or 176 (bf16)"));
+  if (c.key_tile != 128 && !(c.e4m3 ? c.key_tile == 224 || c.key_tile == 256 : c.key_tile == 176)) {
+    usage_error("--key-tile " + std::to_string(c.key_tile) + (c.e4m3 ? ": 128, 224 or 256 (e4m3)" : ": 128 or 176 (bf16)"));
+  }
+  if (c.key_tile == 256 && (c.d != 128 || c.groups != 2 || !c.turns || c.v_in_kernel)) {
+    usage_error("--key-tile 256 runs d = 128, two groups in turns and --v-transpose pass (cuda.fa3.fp8's block_k=256)");
+  }
   if (c.groups != 2 && c.groups != 3) usage_error("--groups " + std::to_string(c.groups) + ": 2 or 3");
   if (c.groups == 3 && c.key_tile != 128) usage_error("--groups 3 runs with --key-tile 128 only (cuda.fa3's registers)");
-  if (c.e4m3 && c.persistent && (c.d != 128 || c.groups != 3 || c.turns || c.v_in_kernel)) {
-    usage_error("--dtype e4m3 --scheduler persistent runs d = 128, three groups, --turns none and --v-transpose pass (cuda.fa3.fp8's)");
+  if (c.e4m3 && c.persistent && c.key_tile != 256 && (c.d != 128 || c.groups != 3 || c.turns || c.v_in_kernel)) {
+    usage_error("--dtype e4m3 --scheduler persistent runs d = 128, three groups, --turns none and --v-transpose pass, or --key-tile 256 (cuda.fa3.fp8's)");
   }
   if (c.e4m3 && c.d == 64 && (c.groups != 3 || c.key_tile != 128)) usage_error("--dtype e4m3 at d = 64 runs three groups and 128-key tiles (cuda.fa3.fp8's)");
   if (c.section > 0 && !c.persistent) usage_error("--section applies to --scheduler persistent");
@@ -436,6 +443,9 @@ void dispatch(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
       }
     } else if constexpr (D == 128) {
       if (c.key_tile == 224) return measure<E4m3Ops<Out, 128, 224>, 2>(c, p, fp8);
+      if (c.key_tile == 256) {  // (block_k=256's auto: P in shared memory, turns at the exponentials)
+        return c.persistent ? measure<E4m3Ops<Out, 128, 256, true>, 2, true>(c, p, fp8) : measure<E4m3Ops<Out, 128, 256, true>, 2>(c, p, fp8);
+      }
       return c.v_in_kernel ? measure<E4m3Ops<Out, 128, 128, false, true>, 2>(c, p, fp8) : measure<E4m3Ops<Out, 128>, 2>(c, p, fp8);
     }
     return;  // (parse refused the rest)
