@@ -447,7 +447,6 @@ __device__ inline void softmax_tile_as(float (&sc)[NB][4], RowStats& st, float (
 template <bool Masked, class Rule, int NB, class BeforeExps>
 __device__ inline void softmax_tile_split(float (&sc)[NB][4], RowStats& st, float (&alpha)[2], int col0, const GroupThread& th,
                                           const AttentionShapeParams& s, float scale2, const BeforeExps& before_exps) {
-  static_assert(!Rule::kSelective, "the split softmax: FA3's rule");
   const bool causal = s.mask != CausalMask::none;
   const int offset = s.causal_offset();
   float m_new[2];
@@ -460,14 +459,20 @@ __device__ inline void softmax_tile_split(float (&sc)[NB][4], RowStats& st, floa
 #pragma unroll
   for (int r = 0; r < 2; ++r) row_exps<Masked, Rule>(sc, st, r, m_new[r] + zero, scale2);
 }
+// Whether key tile j of Keys keys needs the mask for this warp's rows (some key past the end, or past the causal diagonal of
+// its first row), or the scale is not positive (the unmasked paths' max assumes S * scale2 ordered as S).
+template <int Keys>
+__device__ inline bool key_tile_masked(int j, const GroupThread& th, const AttentionShapeParams& s, float scale2) {
+  const int col0 = j * Keys;
+  return !(scale2 > 0.f) || col0 + Keys > s.seq_k || (s.mask != CausalMask::none && col0 + Keys - 1 > th.warp_row0 + s.causal_offset());
+}
 // (key tile j of NB n8 blocks: 8 NB keys)
 template <class Rule, int NB, class BeforeExps = NoHook>
 __device__ inline void softmax_tile(float (&sc)[NB][4], RowStats& st, float (&alpha)[2], int j, const GroupThread& th,
                                     const AttentionShapeParams& s, float scale2, const BeforeExps& before_exps = {}) {
   constexpr int kKeys = 8 * NB;
   const int col0 = j * kKeys;
-  const bool masked =
-      !(scale2 > 0.f) || col0 + kKeys > s.seq_k || (s.mask != CausalMask::none && col0 + kKeys - 1 > th.warp_row0 + s.causal_offset());
+  const bool masked = key_tile_masked<kKeys>(j, th, s, scale2);
   if constexpr (std::is_same_v<BeforeExps, NoHook>) {
     if (masked) {
       softmax_tile_as<true, Rule>(sc, st, alpha, col0, th, s, scale2);
@@ -479,6 +484,47 @@ __device__ inline void softmax_tile(float (&sc)[NB][4], RowStats& st, float (&al
   } else {
     softmax_tile_split<false, Rule>(sc, st, alpha, col0, th, s, scale2, before_exps);
   }
+}
+
+// The selective rule on an unmasked key tile after the first, with the exponentials in turn (the 256-key FP8 kernel with
+// tau > 0; NOTES "The selective rule without the row max in the 256-key FP8 kernel"). stale_max_holds' argument without
+// its second copy of S, for which a group holding S of 256 keys (128 registers) beside O has no room: right after its turn
+// (before_exps) the warp takes both rows' exponentials against the running maxima in place, over S, and sums them in the
+// rule path's order. If every thread's share of each row sums below 2^(tau - 1) (and |m| < 2^20), one vote, no row's max
+// exceeds its running max by tau: the rule keeps the stale maxima, alpha is 1, and these are the rule path's exponentials
+// and sums on this S, bit for bit. So the tile max, its two shuffles and the wait for them leave the step. Otherwise S is
+// gone: recompute_s(sc) takes it again for the warp's rows (E4m3Ops::qk_warp, from the K tile the caller has not yet
+// released) and the rule's path runs from it, still inside the turn. That S may differ from QGMMA's in the sums' last
+// bits, so a tile that takes the slow path is the rule on an S of its own rounding (the CPU twin's tolerance, not its bits).
+template <class Rule, int NB, class BeforeExps, class RecomputeS>
+__device__ inline void softmax_tile_stale_first(float (&sc)[NB][4], RowStats& st, float (&alpha)[2], int col0, const GroupThread& th, const AttentionShapeParams& s,
+                                                float scale2, const BeforeExps& before_exps, const RecomputeS& recompute_s) {
+  static_assert(Rule::kSelective, "the stale maxima first: the selective rule");
+  const float zero = before_exps();  // (softmax_tile_split's hook: 0.f read after the turn's barrier, which holds the exponentials below it)
+  const float m0 = st.m[0] + zero, m1 = st.m[1] + zero;
+  float row_sum[2] = {0.f, 0.f};
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      sc[nb][c] = rule_exp2<Rule>(fmaf(sc[nb][c], scale2, -m0), nb);
+      row_sum[0] += sc[nb][c];
+      sc[nb][2 + c] = rule_exp2<Rule>(fmaf(sc[nb][2 + c], scale2, -m1), nb);
+      row_sum[1] += sc[nb][2 + c];
+    }
+  }
+  // (m = -inf, which no unmasked tile after the first meets, gives +inf exponentials and fails the vote)
+  if (__all_sync(0xffffffffu, row_sum[0] < st.fast_bound && row_sum[1] < st.fast_bound && fabsf(st.m[0]) < 0x1p20f && fabsf(st.m[1]) < 0x1p20f)) {
+    alpha[0] = alpha[1] = 1.f;
+    st.l[0] += row_sum[0], st.l[1] += row_sum[1];
+    return;
+  }
+  recompute_s(sc);
+  float m_new[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) m_new[r] = new_row_max<Rule>(st, alpha, r, tile_row_max<false>(sc, r, col0, th, s, false, 0, scale2), th);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) row_exps<false, Rule>(sc, st, r, m_new[r], scale2);
 }
 
 // O *= alpha per row, skipped where the row max did not grow (alpha 1: after the first tiles, nearly always without
@@ -1066,14 +1112,30 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
       named_barrier_sync(group_barrier, 128);
     }
   };
-  // A step's softmax on a key tile, its exponentials in turn where kTurnAtExps (the split softmax's hook: the group syncs
-  // on its turn after its row maxima and arrives on the next group's after its exponentials), in either loop.
-  const auto softmax_in_turn = [&](float (&sc)[BlockN / 8][4], RowStats& st, float (&alpha)[2], int j, const GroupThread& th, float scale2_j) {
+  // The selective rule with turns at the exponentials (the 256-key FP8 kernel with tau > 0): unmasked tiles after the
+  // first take their exponentials against the running maxima before any row max (softmax_tile_stale_first), whose slow
+  // path takes S again from the K tile; so each warp releases that tile only after its softmax.
+  constexpr bool kStaleFirst = Rule::kSelective && kTurnAtExps;
+  static_assert(!kStaleFirst || Overlap, "the stale maxima first: the overlapped loop (its K release after the softmax)");
+  // A step's softmax on key tile j (S from the group's Q tile sQs and the K tile sKj), its exponentials in turn where
+  // kTurnAtExps (the split softmax's hook: the group syncs on its turn after its row maxima, or with kStaleFirst at once,
+  // and arrives on the next group's after its exponentials), in either loop.
+  const auto softmax_in_turn = [&](float (&sc)[BlockN / 8][4], RowStats& st, float (&alpha)[2], int j, const GroupThread& th, float scale2_j,
+                                   const unsigned char* sQs, const unsigned char* sKj) {
     if constexpr (kTurnAtExps) {
-      softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2_j, [&] {
+      const auto turn = [&] {
         named_barrier_sync(my_turn, kTurnThreads);
         return ld_volatile_shared(&zero_word);
-      });
+      };
+      if constexpr (kStaleFirst) {
+        if (j > 0 && !key_tile_masked<BlockN>(j, th, s, scale2_j)) {
+          softmax_tile_stale_first<Rule>(sc, st, alpha, j * BlockN, th, s, scale2_j, turn, [&](float (&s_again)[BlockN / 8][4]) { Ops::qk_warp(s_again, sQs, sKj); });
+        } else {
+          softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2_j, turn);
+        }
+      } else {
+        softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2_j, turn);
+      }
       named_barrier_arrive(other_turn, kTurnThreads);
     } else {
       softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2_j);
@@ -1154,7 +1216,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         float alpha[2];
         // (with turns, the turn covers the exponentials only: each group's row maxima run outside it. Measured against
         // the turn around the whole softmax, 4-8 % faster; NOTES)
-        softmax_in_turn(sc, st, alpha, j, th, scale2_j);
+        softmax_in_turn(sc, st, alpha, j, th, scale2_j, sQg, k_tile(e));
         if constexpr (Ops::kBlockScales) alpha[0] *= to_j, alpha[1] *= to_j;
         rescale<Ops::kRescaleByRowHalf>(o, alpha);
         typename Ops::PFragments pa;
@@ -1180,7 +1242,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         wgmma_wait<0>();
         if (releaser) mbarrier_arrive(&k_empty[kv % Stages]);
         float alpha[2];
-        softmax_in_turn(sc, st, alpha, 0, th, scale2_first);  // (O is still 0: alpha is not needed)
+        softmax_in_turn(sc, st, alpha, 0, th, scale2_first, sQg, k_tile(kv));  // (O is still 0: alpha is not needed)
         if (kStagedInP && p_tile_read) {
           named_barrier_sync(group_barrier, 128);  // (the previous work tile's O read from the P tile: kStagedInP)
           p_tile_read = false;
@@ -1216,9 +1278,10 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
           scale2_next = __shfl_sync(0xffffffffu, releaser ? slot[group] : 0.f, 0);
           to_next = __shfl_sync(0xffffffffu, releaser ? slot[kGroups] : 0.f, 0);
         }
-        if (releaser) mbarrier_arrive(&k_empty[(e + 1) % Stages]);
+        if (releaser && !kStaleFirst) mbarrier_arrive(&k_empty[(e + 1) % Stages]);
         float alpha[2];
-        softmax_in_turn(sc, st, alpha, j + 1, th, scale2_next);
+        softmax_in_turn(sc, st, alpha, j + 1, th, scale2_next, sQs, k_tile(e + 1));
+        if (releaser && kStaleFirst) mbarrier_arrive(&k_empty[(e + 1) % Stages]);  // (S may have been taken again from it)
         if constexpr (Ops::kBlockScales) alpha[0] *= to_next, alpha[1] *= to_next;
         timeline.mark(group, j, kSoftmaxDone);
         wgmma_wait<0>();

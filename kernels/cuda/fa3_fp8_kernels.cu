@@ -159,8 +159,10 @@ void require_grid(int heads, int batch, const char* what) {
 // VInKernel: V's tiles as stored, transposed by the producer warpgroup (fa3_fp8_transposes_v_in_kernel).
 // Persistent: one CTA per SM walking the work tiles longest first (fa3_fp8_persistent), the kernels with P in shared
 // memory and V^T from the pass: 128-key tiles without turns, 256-key tiles (in turns).
+// Selective: FA4's rule (tau = p.rescale_threshold > 0) with the stale maxima first (softmax_tile_stale_first): the 256-key
+// kernel with P in shared memory only (fa3_fp8_selective_supported).
 template <class Out, int D, int BlockN = kBlockN, bool PShared = false, int Groups = kForwardGroups<D>, bool Turns = true, bool VInKernel = false,
-          bool Persistent = false>
+          bool Persistent = false, bool Selective = false>
 void launch_fp8(const Fp8TensorMaps& m, const WorkTiles& work, const ForwardParams& p, const BlockExponents& ex, cudaStream_t stream) {
   using Ops = E4m3Ops<Out, D, BlockN, PShared, VInKernel>;
   constexpr int kStages = 2, kGroups = Groups;
@@ -176,7 +178,9 @@ void launch_fp8(const Fp8TensorMaps& m, const WorkTiles& work, const ForwardPara
   // tiles with P in shared memory and overlap"))
   constexpr bool kOverlap = BlockN != 256 || PShared;
   static_assert(BlockN != 256 || (kGroups == 2 && Turns && (PShared || !Persistent)), "256-key tiles: two groups in turns; persistent with P in shared memory");
-  auto* kernel = fa3_forward_ws_kernel<Ops, kStages, kOverlap, Turns, Fa3Rule, Persistent, kGroups>;
+  static_assert(!Selective || (BlockN == 256 && PShared), "the selective rule: the 256-key kernel with P in shared memory");
+  using Rule = std::conditional_t<Selective, SoftmaxRule<true, 0>, Fa3Rule>;
+  auto* kernel = fa3_forward_ws_kernel<Ops, kStages, kOverlap, Turns, Rule, Persistent, kGroups>;
   allow_smem(kernel, static_cast<int>(bytes), "cuda.fa3.fp8");
   const dim3 grid = grid_of(p.shape, Layout::kCtaRows, "cuda.fa3.fp8");
   if constexpr (Persistent) {
@@ -199,10 +203,22 @@ struct Fp8Launch {
   const ForwardParams& p;
   const BlockExponents& ex;
   cudaStream_t stream;
-  bool fp16, v_in_kernel, persistent;
+  bool fp16, v_in_kernel, persistent, selective;
 };
 template <int D, int BlockN = kBlockN, bool PShared = false, int Groups = kForwardGroups<D>, bool Turns = true>
 void launch_fp8_kernel(const Fp8Launch& l) {
+  if constexpr (PShared && BlockN == 256) {
+    if (l.selective) {
+      if (l.persistent) {
+        l.fp16 ? launch_fp8<__half, D, BlockN, PShared, Groups, Turns, false, true, true>(l.m, l.work, l.p, l.ex, l.stream)
+               : launch_fp8<__nv_bfloat16, D, BlockN, PShared, Groups, Turns, false, true, true>(l.m, l.work, l.p, l.ex, l.stream);
+      } else {
+        l.fp16 ? launch_fp8<__half, D, BlockN, PShared, Groups, Turns, false, false, true>(l.m, l.work, l.p, l.ex, l.stream)
+               : launch_fp8<__nv_bfloat16, D, BlockN, PShared, Groups, Turns, false, false, true>(l.m, l.work, l.p, l.ex, l.stream);
+      }
+      return;
+    }
+  }
   if constexpr (PShared && (!Turns || BlockN == 256) && D != 256) {
     if (l.persistent) {
       l.fp16 ? launch_fp8<__half, D, BlockN, PShared, Groups, Turns, false, true>(l.m, l.work, l.p, l.ex, l.stream)
@@ -263,6 +279,8 @@ bool fa3_fp8_persistent(const Fp8ForwardParams& f) {
          (f.scheduler == Fp8Scheduler::automatic && (persistent_scheduler_by_default(f.p.shape) || f.block_k == 256) && fa3_fp8_persistent_supported(f));
 }
 
+bool fa3_fp8_selective_supported(const Fp8ForwardParams& f) { return f.block_k == 256 && f.p.shape.head_dim == 128 && fa3_fp8_p_from_shared(f); }
+
 Fp8TensorMaps fa3_fp8_tensor_maps(const Fp8ForwardParams& f) {
   const ForwardParams& p = f.p;
   const AttentionShapeParams& s = p.shape;
@@ -318,6 +336,14 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
   if (v_in_kernel && (!strides_of(f.v, s.batch, s.heads_kv, s.seq_k, s.head_dim).valid(16) || reinterpret_cast<std::uintptr_t>(f.v.data) % 16 != 0)) {
     throw std::runtime_error("cuda.fa3.fp8: V (read by the kernel) needs a 16-byte aligned base and strides that are multiples of 16 bytes");
   }
+  if (!(p.rescale_threshold >= 0.f && p.rescale_threshold <= 30.f)) {
+    throw std::runtime_error("cuda.fa3.fp8: tau (the rescale threshold) in [0, 30] log2 units (got " + std::to_string(p.rescale_threshold) + ")");
+  }
+  const bool selective = p.rescale_threshold > 0.f;
+  if (selective && !fa3_fp8_selective_supported(f)) {
+    throw std::runtime_error("cuda.fa3.fp8: tau > 0 (FA4's selective rule) with block_k 256 and P in shared memory at head dim 128 only (got head dim " +
+                             std::to_string(s.head_dim) + ", block_k " + std::to_string(f.block_k) + ", p_operand=" + fp8_p_operand_name(f.p_operand) + ")");
+  }
   const bool persistent = fa3_fp8_persistent(f);
   if (persistent && !fa3_fp8_persistent_supported(f)) {
     throw std::runtime_error(
@@ -334,7 +360,7 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
   work.o_by_tma = fa3_fp8_o_by_tma(f);
   work.ctas_in_flight = device_sm_count("cuda.fa3.fp8 forward");
   const int d = s.head_dim;
-  const Fp8Launch l{m, work, p, ex, stream, fp16, v_in_kernel, persistent};
+  const Fp8Launch l{m, work, p, ex, stream, fp16, v_in_kernel, persistent, selective};
   if (fa3_fp8_p_from_shared(f) && d == 256) {
     // (two groups: O's 128 registers leave no room for a third)
     fa3_fp8_takes_turns(f) ? launch_fp8_kernel<256, 128, true, 2>(l) : launch_fp8_kernel<256, 128, true, 2, false>(l);

@@ -107,6 +107,13 @@ bool fa3_fp8_takes_turns(const Fp8ForwardParams& f);
 // rules. fa3_fp8_forward refuses scheduler=persistent where it cannot, and a persistent launch without p.work_counter.
 bool fa3_fp8_persistent_supported(const Fp8ForwardParams& f);
 bool fa3_fp8_persistent(const Fp8ForwardParams& f);
+// Whether fa3_fp8_forward can run FA4's selective rule (f.p.rescale_threshold = tau > 0; 0 is FA3's rule, every tile's
+// max taken): the 256-key kernel with P in shared memory (block_k 256, p_operand auto or shared, head dim 128), where
+// unmasked tiles after the first take their exponentials against the running maxima before any row max (fa3_forward.cuh,
+// softmax_tile_stale_first; kernels/cuda/NOTES.md "The selective rule without the row max in the 256-key FP8 kernel").
+// fa3_fp8_forward refuses tau > 0 elsewhere. Rescales (per row and key tile after the first) are added to
+// *f.p.rescale_count where it is set.
+bool fa3_fp8_selective_supported(const Fp8ForwardParams& f);
 // Whether fa3_fp8_forward transposes V in the kernel (reading f.v) rather than reading f.vt (Fp8VTranspose): the
 // launcher's own rule, by which a caller knows whether to run transpose_v_e4m3 first. (fa3_fp8_forward then refuses
 // v_transpose=kernel with key tiles of 224 or 256.)

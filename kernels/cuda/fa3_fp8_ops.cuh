@@ -148,6 +148,28 @@ struct E4m3Ops {
     }
     wgmma_commit();
   }
+  // S of this warp's 16 rows (16 w .. 16 w + 15 of the group's 64) by the warp alone: mma.sync m16n8k32 from Q's and K's
+  // tiles in shared memory (d = 128: rows of 128 bytes, the 128-byte swizzle, 16-byte chunk c of row r at c ^ (r % 8)), into
+  // the accumulator layout qk gives. The selective rule's slow path (softmax_tile_stale_first) takes S again this way after
+  // its exponentials have overwritten it: a wgmma issued under a condition makes ptxas serialise every wgmma (C7514), and
+  // the warps of a group take the path independently. The products of e4m3 values are exact in fp32; the sums may round in
+  // another order than QGMMA's, so these S are QGMMA's to fp32's rounding of the sums, not bit for bit.
+  __device__ static void qk_warp(float (&sc)[BlockN / 8][4], const unsigned char* sQ, const unsigned char* sK) {
+    static_assert(D == 128, "rows of 128 bytes, one d box");
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, q_row = 16 * static_cast<int>((threadIdx.x % 128) / 32) + g;
+    const auto word = [](const unsigned char* tile, int row, int byte) {
+      return *reinterpret_cast<const std::uint32_t*>(tile + row * 128 + ((((byte / 16) ^ (row % 8))) * 16) + byte % 16);
+    };
+#pragma unroll
+    for (auto& x : sc) x[0] = x[1] = x[2] = x[3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < D / 32; ++ks) {
+      const int b = 32 * ks + 4 * t;
+      const std::uint32_t a[4] = {word(sQ, q_row, b), word(sQ, q_row + 8, b), word(sQ, q_row, b + 16), word(sQ, q_row + 8, b + 16)};
+#pragma unroll
+      for (int nb = 0; nb < BlockN / 8; ++nb) mma_m16n8k32_e4m3(sc[nb], a, word(sK, 8 * nb + g, b), word(sK, 8 * nb + g, b + 16));
+    }
+  }
   // k32 step kk covers S's n8 blocks 4 kk .. 4 kk + 3: a[0] = row g's pairs of blocks 0 and 1, a[1] row g + 8's,
   // a[2] and a[3] the same of blocks 2 and 3 (hence V^T's key order, fp8_key_of_slot). PShared: the same four words go
   // to the group's tile (store_p_tile), whose bytes are then the fragments' slots, so its columns are V^T's.

@@ -7,7 +7,8 @@
 //           (e4m3_block_exponent_of_float) on the GPU and refuses a value that is not e4m3 times it, as
 //           cpu.fa3.fp8 does;
 // and the same option `block_k`: the kernel's key tile and K's and V's block (128, or at d = 128 FA3's FP8 tile
-// there, 224, or cuDNN's, 256).
+// there, 224, or cuDNN's, 256), and `tau`: 0, FA3's rule (the default), or FA4's selective rescaling with threshold tau,
+// in the 256-key kernel with P in shared memory only (its rescales are the counter `rescales`, as cpu.fa3.fp8's).
 // Every call also writes V^T (the FP8 product's B operand must be K-major). O is stored in bf16 or fp16, RN or
 // SR with the CPU backends' Philox words.
 #include <cuda_runtime.h>
@@ -32,6 +33,9 @@
 
 namespace fc::kernels::cuda {
 namespace {
+
+// tau's largest value: P runs up to 2^tau against a stale max and is rounded to e4m3, whose largest finite value is 448.
+constexpr double kMaxTau = 8;
 
 // A head's V blocks may differ in exponent by at most this: O is kept in units of the current V block's scale
 // and multiplied by 2^(e_old - e_new) at each V tile (fa3_forward.cuh), which must neither overflow fp32 (O's
@@ -71,10 +75,10 @@ class CudaFa3Fp8 final : public Subject {
       options_ = before;
       refresh_options();
       throw SubjectError(info_.name + ": " + name + "=" + value + " with block_k=" + std::to_string(options_.block_k) + ", p_operand=" + p_operand_name() +
-                         ", turns=" + turns_name() + ", v_transpose=" + v_transpose_name() + ", scheduler=" + scheduler_name() +
+                         ", turns=" + turns_name() + ", v_transpose=" + v_transpose_name() + ", scheduler=" + scheduler_name() + ", tau=" + tau_text() +
                          ": no kernel runs these together at any head dim (turns=none needs P in shared memory and block_k=128: p_operand=shared at head dim "
                          "128 or 256, or auto at 128; scheduler=persistent P in shared memory at head dim 128 with v_transpose auto or pass, and block_k=128 with "
-                         "turns auto or none, or block_k=256)");
+                         "turns auto or none, or block_k=256; tau > 0 block_k=256 with p_operand auto or shared at head dim 128)");
     }
   }
 
@@ -133,9 +137,34 @@ class CudaFa3Fp8 final : public Subject {
       } else {
         throw SubjectError(info_.name + ": v_transpose=" + value + ": auto, pass or kernel");
       }
+    } else if (name == "tau") {
+      double v = -1;
+      try {
+        std::size_t used = 0;
+        v = std::stod(value, &used);
+        if (used != value.size()) v = -1;
+      } catch (const std::exception&) {
+        v = -1;
+      }
+      if (!(v >= 0 && v <= kMaxTau)) {
+        throw SubjectError(info_.name + ": tau=" + value + ": a number in [0, 8] (log2 units; P runs up to 2^tau and is rounded to e4m3, whose largest value is 448)");
+      }
+      options_.tau = static_cast<float>(v);
     } else {
-      throw SubjectError(info_.name + ": no option " + name + " (operands, block_q, block_k, p_operand, epilogue, turns, v_transpose, scheduler)");
+      throw SubjectError(info_.name + ": no option " + name + " (operands, block_q, block_k, p_operand, epilogue, turns, v_transpose, scheduler, tau)");
     }
+  }
+
+  // With tau > 0, the selective rule's rescales of the last run() (per row and key tile after the first), as cpu.fa3.fp8
+  // counts them.
+  std::vector<Counter> counters() const override {
+    if (options_.tau == 0 || rescale_counter_.data() == nullptr) return {};
+    unsigned long long rescales = 0;
+    if (cudaMemcpy(&rescales, rescale_counter_.data(), sizeof rescales, cudaMemcpyDeviceToHost) != cudaSuccess) {
+      cudaGetLastError();
+      return {};
+    }
+    return {{"rescales", static_cast<double>(rescales)}};
   }
 
   void run(Op op, const AttentionCall& c) override {
@@ -155,6 +184,7 @@ class CudaFa3Fp8 final : public Subject {
     Fp8ForwardParams f = forward_params(ops, sh, c.mask, c.scale, out);
     f.p.o = o.view, f.p.lse = static_cast<float*>(lse.get());
     f.p.rounding = {c.policy.rounding == Rounding::stochastic, c.policy.seed}, f.p.o_stream = c.policy.stream(Role::o).stream;
+    if (options_.tau > 0) f.p.rescale_count = reinterpret_cast<unsigned long long*>(rescale_counter_.cleared(nullptr, who));
     run_kernels(who, "forward", [&] {
       with_work_counter(f);
       fa3_fp8_forward(f, nullptr);
@@ -318,6 +348,7 @@ class CudaFa3Fp8 final : public Subject {
     f.epilogue = options_.epilogue;
     f.turns = options_.turns;
     f.scheduler = options_.scheduler;
+    f.p.rescale_threshold = options_.tau;  // (rescale_count: run() sets it; the timed runs count nothing)
     return f;
   }
 
@@ -371,6 +402,19 @@ class CudaFa3Fp8 final : public Subject {
     return fp8_p_shared_supported(options_.block_k, head_dim) && fa3_fp8_p_from_shared(f) && options_.block_k == 128;
   }
 
+  // The launcher's rule (fa3_fp8_selective_supported) for this subject's options at head_dim.
+  bool selective_possible(int head_dim) const {
+    Fp8ForwardParams f;
+    f.p.shape.head_dim = head_dim, f.block_k = options_.block_k, f.p_operand = options_.p_operand;
+    return fp8_key_tile_supported(options_.block_k, head_dim) && fa3_fp8_selective_supported(f);
+  }
+
+  std::string tau_text() const {
+    std::ostringstream t;
+    t << options_.tau;
+    return t.str();
+  }
+
   // The launcher's rule (fa3_fp8_persistent_supported) for this subject's options at head_dim.
   bool persistent_possible(int head_dim) const {
     Fp8ForwardParams f;
@@ -384,7 +428,8 @@ class CudaFa3Fp8 final : public Subject {
     for (int d : {64, 128, 256}) {
       if (fp8_key_tile_supported(options_.block_k, d) && (options_.p_operand != Fp8POperand::shared || fp8_p_shared_supported(options_.block_k, d)) &&
           (options_.turns != Fp8Turns::none || turns_optional_at(d)) &&
-          (options_.scheduler != Fp8Scheduler::persistent || persistent_possible(d)) && (options_.v_transpose != Fp8VTranspose::kernel || fp8_v_in_kernel_supported(options_.block_k, d))) {
+          (options_.scheduler != Fp8Scheduler::persistent || persistent_possible(d)) && (options_.v_transpose != Fp8VTranspose::kernel || fp8_v_in_kernel_supported(options_.block_k, d)) &&
+          (options_.tau == 0 || selective_possible(d))) {
         info_.head_dims.push_back(d);
       }
     }
@@ -411,7 +456,10 @@ class CudaFa3Fp8 final : public Subject {
                      {"scheduler", scheduler_name(),
                       "grid: one CTA per query tile; persistent: one CTA per SM walking the tiles longest first (the kernels with P in shared memory and "
                       "v_transpose pass only, at d = 128: block_k=128 without turns, or block_k=256); auto: persistent under a causal mask where the "
-                      "128-key kernel runs and under every mask with block_k=256, else grid. The same bits"}};
+                      "128-key kernel runs and under every mask with block_k=256, else grid. The same bits"},
+                     {"tau", tau_text(), "0: FA3's rule (every key tile's row max taken); > 0 (at most 8: P runs up to 2^tau, rounded to e4m3): FA4's selective "
+                      "rescaling, the running max raised only when a tile's max exceeds it by tau, rescales counted; with block_k=256 and p_operand auto or "
+                      "shared at head dim 128 only, where unmasked tiles after the first take their exponentials before any row max (cpu.fa3.fp8's tau)"}};
   }
 
   // The launcher's rule (fa3_fp8_transposes_v_in_kernel) for this subject's options.
@@ -469,11 +517,13 @@ class CudaFa3Fp8 final : public Subject {
     int block_k = kFp8BlockRows;
     Fp8POperand p_operand = Fp8POperand::automatic;
     Fp8Scheduler scheduler = Fp8Scheduler::automatic;
+    float tau = 0;  // (0: FA3's rule)
   };
 
   SubjectInfo info_;
   Fp8Options options_;
   ZeroedDeviceWords work_counter_{sizeof(int)};  // (the persistent scheduler's)
+  ZeroedDeviceWords rescale_counter_{sizeof(unsigned long long)};  // (tau > 0: the selective rule's rescales, run() only)
 };
 
 }  // namespace

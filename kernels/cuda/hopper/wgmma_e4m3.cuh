@@ -79,4 +79,13 @@ __device__ inline void wgmma_m64n256k32_e4m3_ss(float (&d)[128], std::uint64_t a
                : "l"(a), "l"(b), "r"(accumulate));
 }
 
+// d += A B^T for one warp's 16 x 32 A and 8 x 32 B (e4m3, A as above, B's b0 = row l / 4's bytes 4 (l % 4) + 0..3 and b1 the
+// same 16 bytes on), fp32 accumulators in the f32 layout of one n8 block of the warpgroup forms: mma.sync m16n8k32, a
+// warp's synchronous product (no wgmma pipeline), for the rare paths that must not issue a wgmma under a condition.
+__device__ inline void mma_m16n8k32_e4m3(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 }  // namespace fc::kernels::cuda::hopper

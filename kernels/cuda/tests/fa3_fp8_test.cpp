@@ -9,6 +9,9 @@
 //     in registers runs the loop without overlap inside a group, with P in shared memory the overlapped loop, both with
 //     turns at the exponentials), the CPU twin with the same block_k; P V's A operand from registers and from shared
 //     memory (p_operand=shared: three consumer groups at d = 128 with block_k=128, two at d = 256, two with block_k=256);
+//     FA4's selective rule (tau = 8) in the 256-key kernel with P in shared memory, the twin with the same tau;
+//   - the selective rule's slow path (S taken again by the warp) on logits that grow along the keys, and its rescale
+//     counts against the twin's;
 //   - P from shared memory gives the register path's bits, with the three groups in turns and without (turns), and with
 //     256-key tiles on either scheduler; the persistent scheduler gives the grid's (scheduler), O by TMA and by stores;
 //   - bad input refused with a clear error.
@@ -49,20 +52,25 @@ using testing::registered_subject;
 std::unique_ptr<Subject> fp8_subject() { return registered_subject("cuda.fa3.fp8"); }
 
 // The compiled forms of the kernel, by the options that pick them: the key tile (block_k, which the CPU twin takes
-// too) and where P V reads P from (p_operand; the numerics are the same, so the twin has no such option). A
-// variant's head dims are those the subject then declares.
+// too), where P V reads P from (p_operand; the numerics are the same, so the twin has no such option) and the softmax's
+// rule (tau: 0 is FA3's, > 0 FA4's selective rescaling, which the twin takes too). A variant's head dims are those the
+// subject then declares.
 struct Fp8Variant {
   int block_k;
   const char* p_operand;
-  std::string name() const { return "block_k=" + std::to_string(block_k) + " p_operand=" + p_operand; }
+  const char* tau = "0";
+  std::string name() const { return "block_k=" + std::to_string(block_k) + " p_operand=" + p_operand + (std::string(tau) == "0" ? "" : std::string(" tau=") + tau); }
   void apply(Subject& gpu, Subject* cpu = nullptr) const {
-    // (p_operand=shared and block_k=224 are refused together, whichever comes second: through auto between variants)
+    // (p_operand=shared and block_k=224 are refused together, whichever comes second: through auto between variants;
+    // tau > 0 with any other kernel than the 256-key one with P in shared memory: through tau=0)
+    gpu.set_option("tau", "0");
     gpu.set_option("p_operand", "auto"), gpu.set_option("block_k", std::to_string(block_k)), gpu.set_option("p_operand", p_operand);
-    if (cpu != nullptr) cpu->set_option("block_k", std::to_string(block_k));
+    gpu.set_option("tau", tau);
+    if (cpu != nullptr) cpu->set_option("block_k", std::to_string(block_k)), cpu->set_option("tau", tau);
   }
   bool supports(int d) const { return fp8_key_tile_supported(block_k, d) && (std::string(p_operand) != "shared" || fp8_p_shared_supported(block_k, d)); }
 };
-const Fp8Variant kVariants[] = {{128, "registers"}, {224, "registers"}, {256, "registers"}, {128, "shared"}, {256, "shared"}};
+const Fp8Variant kVariants[] = {{128, "registers"}, {224, "registers"}, {256, "registers"}, {128, "shared"}, {256, "shared"}, {256, "shared", "8"}};
 
 TEST(CudaFa3Fp8, PassesTheHarness) {
   REQUIRE_HOPPER();
@@ -351,6 +359,54 @@ TEST(CudaFa3Fp8, ScaledOperandsWithPerBlockExponentsAgreeWithCpuFa3Fp8) {
   }
 }
 
+// The selective rule (tau = 8) where the running max does not hold: K's 256-key blocks scaled by 2^0, 2^1, 2^2, 2^3 in turn
+// (then again), so that a row's logits grow by about 4, 8 and 17 log2 units over its first tiles. Tiles whose exponentials
+// against the stale max sum past the fast path's bound take S again (E4m3Ops::qk_warp) and the rule's path from it; those
+// whose max grows by tau or more rescale. O and L agree with cpu.fa3.fp8 at tau = 8 within the bound above, the rescale
+// counts are the twin's (and not 0: the slow path ran), the persistent scheduler gives the grid's bits, and with the
+// blocks unscaled the fast path holds (fewer rescales, the same agreement).
+TEST(CudaFa3Fp8, SelectiveRuleTakesSAgainWhereTheMaxGrows) {
+  REQUIRE_HOPPER();
+  auto grid = fp8_subject(), persistent = fp8_subject();
+  ASSERT_TRUE(grid && persistent);
+  auto cpu = cpu::make_cpu_fa3_fp8();
+  for (Subject* s : {grid.get(), persistent.get()}) kVariants[5].apply(*s, cpu.get()), s->set_option("operands", "scaled");
+  cpu->set_option("operands", "scaled");
+  grid->set_option("scheduler", "grid"), persistent->set_option("scheduler", "persistent");
+  std::mt19937_64 gen(23);
+  for (bool growing : {true, false}) {
+    for (Mask mask : {Mask::none, Mask::causal_bottom_right}) {
+      gradcheck::Case c = testing::forward_case({1, 4, 2, 300, 2 * 1024 + 70, 128, 128}, mask, "fp32,o=bf16");
+      c.seed = 300 + growing;
+      gradcheck::CaseInputs in = gradcheck::make_inputs(c);
+      std::vector<double> k = in.k.values();
+      const int nk = c.shape.seq_k;
+      if (growing) {
+        for (std::size_t i = 0; i < k.size(); ++i) k[i] = std::ldexp(k[i], static_cast<int>(i / 128 % nk / 256 % 4));  // (head-major rows of d = 128)
+      }
+      const std::vector<double> q = quantize_blocks(in.q.values(), 4, 300, 128, 128, 0, gen), kq = quantize_blocks(k, 2, nk, 128, 256, 0, gen),
+                                v = quantize_blocks(in.v.values(), 2, nk, 128, 256, 0, gen);
+      in.q.assign(q), in.k.assign(kq), in.v.assign(v);
+      const gradcheck::Outputs g = gradcheck::Caller(*grid, c).fwd(in.q, in.k, in.v);
+      const double gpu_rescales = grid->counters().at(0).value;
+      const gradcheck::Outputs h = gradcheck::Caller(*cpu, c).fwd(in.q, in.k, in.v);
+      double cpu_rescales = -1;
+      for (const Counter& counter : cpu->counters()) cpu_rescales = counter.name == "rescales" ? counter.value : cpu_rescales;
+      const Agreement a = agreement(c, g, h, q, kq, v);
+      std::cout << (growing ? "growing" : "level") << " logits, " << c.to_string() << ": rescales " << gpu_rescales << " (cpu.fa3.fp8 " << cpu_rescales
+                << "), |difference| / bound " << a.o_ratio << ", L " << a.l_ratio << "\n";
+      EXPECT_LE(a.o_ratio, 1.0) << c.to_string() << "\n" << a.worst;
+      EXPECT_LE(a.l_ratio, 1.0) << c.to_string() << "\n" << a.worst;
+      EXPECT_EQ(gpu_rescales, cpu_rescales) << c.to_string();
+      if (growing) {
+        EXPECT_GT(gpu_rescales, 0) << c.to_string();
+      }
+      testing::expect_output_bits(gradcheck::Caller(*persistent, c).fwd(in.q, in.k, in.v), g, "tau=8 scheduler=persistent", "scheduler=grid", c);
+      EXPECT_EQ(persistent->counters().at(0).value, gpu_rescales) << c.to_string();
+    }
+  }
+}
+
 // Tails (1, 7, 65, 130 queries; 1, 63, 130, 270 keys; every variant), every mask, GQA, both layouts: finite O, agreement with
 // cpu.fa3.fp8 (the bound above). What compute-sanitizer runs. Eight query heads: at d = 64 a CTA holds three
 // groups of 64 rows, and with Nq <= 128 its third lies wholly past Nq; its Q exponent lookup must stay inside the
@@ -364,7 +420,7 @@ TEST(CudaFa3Fp8, SmallShapesSweep) {
   // (each variant with V transposed by the pass and, with 128-key tiles, in the kernel: the sanitizer's sweep of both)
   for (const auto& [variant, v_transpose] : std::vector<std::pair<Fp8Variant, const char*>>{
            {kVariants[0], "pass"}, {kVariants[0], "kernel"}, {kVariants[1], "pass"}, {kVariants[2], "pass"}, {kVariants[3], "pass"}, {kVariants[3], "kernel"},
-           {kVariants[4], "pass"}}) {
+           {kVariants[4], "pass"}, {kVariants[5], "pass"}}) {
     gpu->set_option("v_transpose", "pass");  // (block_k=224 and 256 refuse kernel: through pass between variants)
     variant.apply(*gpu, cpu.get());
     gpu->set_option("v_transpose", v_transpose);
@@ -529,9 +585,10 @@ TEST(CudaFa3Fp8, EveryAcceptedOptionSetDeclaresAHeadDim) {
                                                                                  {"p_operand", {"auto", "registers", "shared"}},
                                                                                  {"turns", {"auto", "ring", "none"}},
                                                                                  {"v_transpose", {"auto", "pass", "kernel"}},
-                                                                                 {"scheduler", {"auto", "grid", "persistent"}}};
+                                                                                 {"scheduler", {"auto", "grid", "persistent"}},
+                                                                                 {"tau", {"0", "8"}}};
   int sets = 0, accepted = 0;
-  for (int pick = 0; pick < 3 * 3 * 3 * 3 * 3; ++pick) {
+  for (int pick = 0; pick < 3 * 3 * 3 * 3 * 3 * 2; ++pick) {
     for (bool reversed : {false, true}) {
       auto s = make_cuda_fa3_fp8();
       int rest = pick;
