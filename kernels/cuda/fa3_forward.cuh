@@ -1112,20 +1112,26 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
       named_barrier_sync(group_barrier, 128);
     }
   };
-  // The selective rule with turns at the exponentials (the 256-key FP8 kernel with tau > 0): unmasked tiles after the
-  // first take their exponentials against the running maxima before any row max (softmax_tile_stale_first), whose slow
-  // path takes S again from the K tile; so each warp releases that tile only after its softmax.
-  constexpr bool kStaleFirst = Rule::kSelective && kTurnAtExps;
+  // The selective rule in the kernels whose turns fall at the exponentials (Ops::kTurnAtExps: the 256-key FP8 kernel with
+  // tau > 0, with turns or without): unmasked tiles after the first take their exponentials against the running maxima
+  // before any row max (softmax_tile_stale_first), whose slow path takes S again from the K tile; so each warp releases
+  // that tile only after its softmax.
+  constexpr bool kStaleFirst = Rule::kSelective && Ops::kTurnAtExps;
   static_assert(!kStaleFirst || Overlap, "the stale maxima first: the overlapped loop (its K release after the softmax)");
   // A step's softmax on key tile j (S from the group's Q tile sQs and the K tile sKj), its exponentials in turn where
   // kTurnAtExps (the split softmax's hook: the group syncs on its turn after its row maxima, or with kStaleFirst at once,
-  // and arrives on the next group's after its exponentials), in either loop.
+  // and arrives on the next group's after its exponentials), in either loop. (kStaleFirst without turns: the split
+  // softmax's order with a hook that waits for nothing, where softmax_tile_as' stale_max_holds would hold a second S.)
   const auto softmax_in_turn = [&](float (&sc)[BlockN / 8][4], RowStats& st, float (&alpha)[2], int j, const GroupThread& th, float scale2_j,
                                    const unsigned char* sQs, const unsigned char* sKj) {
-    if constexpr (kTurnAtExps) {
+    if constexpr (kTurnAtExps || kStaleFirst) {
       const auto turn = [&] {
-        named_barrier_sync(my_turn, kTurnThreads);
-        return ld_volatile_shared(&zero_word);
+        if constexpr (kTurnAtExps) {
+          named_barrier_sync(my_turn, kTurnThreads);
+          return ld_volatile_shared(&zero_word);
+        } else {
+          return 0.f;
+        }
       };
       if constexpr (kStaleFirst) {
         if (j > 0 && !key_tile_masked<BlockN>(j, th, s, scale2_j)) {
@@ -1136,7 +1142,7 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
       } else {
         softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2_j, turn);
       }
-      named_barrier_arrive(other_turn, kTurnThreads);
+      if constexpr (kTurnAtExps) named_barrier_arrive(other_turn, kTurnThreads);
     } else {
       softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2_j);
     }

@@ -177,7 +177,8 @@ void launch_fp8(const Fp8TensorMaps& m, const WorkTiles& work, const ForwardPara
   // registers), P (32) and O (64) at once, beyond its 240; with P in shared memory the overlapped loop (NOTES "256-key
   // tiles with P in shared memory and overlap"))
   constexpr bool kOverlap = BlockN != 256 || PShared;
-  static_assert(BlockN != 256 || (kGroups == 2 && Turns && (PShared || !Persistent)), "256-key tiles: two groups in turns; persistent with P in shared memory");
+  static_assert(BlockN != 256 || (kGroups == 2 && (Turns || Selective) && (PShared || !Persistent)),
+                "256-key tiles: two groups in turns (without, the selective rule only); persistent with P in shared memory");
   static_assert(!Selective || (BlockN == 256 && PShared), "the selective rule: the 256-key kernel with P in shared memory");
   using Rule = std::conditional_t<Selective, SoftmaxRule<true, 0>, Fa3Rule>;
   auto* kernel = fa3_forward_ws_kernel<Ops, kStages, kOverlap, Turns, Rule, Persistent, kGroups>;
@@ -203,18 +204,21 @@ struct Fp8Launch {
   const ForwardParams& p;
   const BlockExponents& ex;
   cudaStream_t stream;
-  bool fp16, v_in_kernel, persistent, selective;
+  bool fp16, v_in_kernel, persistent, selective, turns;
 };
 template <int D, int BlockN = kBlockN, bool PShared = false, int Groups = kForwardGroups<D>, bool Turns = true>
 void launch_fp8_kernel(const Fp8Launch& l) {
   if constexpr (PShared && BlockN == 256) {
     if (l.selective) {
+      // (Persistent, Turns at run time: four kernels for each O type)
+      const auto launch = [&]<bool P, bool T>() {
+        l.fp16 ? launch_fp8<__half, D, BlockN, PShared, Groups, T, false, P, true>(l.m, l.work, l.p, l.ex, l.stream)
+               : launch_fp8<__nv_bfloat16, D, BlockN, PShared, Groups, T, false, P, true>(l.m, l.work, l.p, l.ex, l.stream);
+      };
       if (l.persistent) {
-        l.fp16 ? launch_fp8<__half, D, BlockN, PShared, Groups, Turns, false, true, true>(l.m, l.work, l.p, l.ex, l.stream)
-               : launch_fp8<__nv_bfloat16, D, BlockN, PShared, Groups, Turns, false, true, true>(l.m, l.work, l.p, l.ex, l.stream);
+        l.turns ? launch.template operator()<true, true>() : launch.template operator()<true, false>();
       } else {
-        l.fp16 ? launch_fp8<__half, D, BlockN, PShared, Groups, Turns, false, false, true>(l.m, l.work, l.p, l.ex, l.stream)
-               : launch_fp8<__nv_bfloat16, D, BlockN, PShared, Groups, Turns, false, false, true>(l.m, l.work, l.p, l.ex, l.stream);
+        l.turns ? launch.template operator()<false, true>() : launch.template operator()<false, false>();
       }
       return;
     }
@@ -260,7 +264,9 @@ bool fa3_fp8_o_by_tma(const Fp8ForwardParams& f) {
 // 256-key tiles always take turns, at the exponentials: without turns the overlapped 256-key kernel measured 1.6-4.3 %
 // slower than the loop without overlap without a mask, with turns at the exponentials 1.3-4.8 % faster (NOTES "256-key
 // tiles with P in shared memory and overlap").
-bool fa3_fp8_takes_turns(const Fp8ForwardParams& f) { return f.turns == Fp8Turns::ring || !fa3_fp8_p_from_shared(f) || f.block_k == 256; }
+bool fa3_fp8_takes_turns(const Fp8ForwardParams& f) {
+  return f.turns == Fp8Turns::ring || !fa3_fp8_p_from_shared(f) || (f.block_k == 256 && !(f.turns == Fp8Turns::none && f.p.rescale_threshold > 0.f));
+}
 
 // automatic: the pass. The producer warpgroup's transpose by 4-byte loads and stores lengthened the FP8 step by 450 SM
 // clocks (the kernel 18-20 % slower, H200), against the pass's 1-4 % of the bench's FP8 time (NOTES "V transposed in the
@@ -324,9 +330,10 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
     throw std::runtime_error("cuda.fa3.fp8: P from shared memory (p_operand=shared) with block_k 128 at head dim 128 or 256, or 256 at head dim 128 only (got head dim " +
                              std::to_string(s.head_dim) + ", block_k " + std::to_string(f.block_k) + ")");
   }
-  if (f.turns == Fp8Turns::none && (!fa3_fp8_p_from_shared(f) || f.block_k != 128)) {
-    throw std::runtime_error("cuda.fa3.fp8: turns=none with P in shared memory and block_k 128 only (p_operand=shared at head dim 128 or 256, or auto at 128; got head dim " +
-                             std::to_string(s.head_dim) + ", block_k " + std::to_string(f.block_k) + ", p_operand=" + fp8_p_operand_name(f.p_operand) + ")");
+  if (f.turns == Fp8Turns::none && (!fa3_fp8_p_from_shared(f) || (f.block_k != 128 && !(f.block_k == 256 && p.rescale_threshold > 0.f)))) {
+    throw std::runtime_error("cuda.fa3.fp8: turns=none with P in shared memory and block_k 128, or block_k 256 with tau > 0, only (p_operand=shared at head dim 128 or 256, "
+                             "or auto at 128; got head dim " + std::to_string(s.head_dim) + ", block_k " + std::to_string(f.block_k) + ", p_operand=" +
+                             fp8_p_operand_name(f.p_operand) + ", tau " + std::to_string(p.rescale_threshold) + ")");
   }
   const bool v_in_kernel = fa3_fp8_transposes_v_in_kernel(f);
   if (v_in_kernel && !fp8_v_in_kernel_supported(f.block_k, s.head_dim)) {
@@ -360,7 +367,7 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
   work.o_by_tma = fa3_fp8_o_by_tma(f);
   work.ctas_in_flight = device_sm_count("cuda.fa3.fp8 forward");
   const int d = s.head_dim;
-  const Fp8Launch l{m, work, p, ex, stream, fp16, v_in_kernel, persistent, selective};
+  const Fp8Launch l{m, work, p, ex, stream, fp16, v_in_kernel, persistent, selective, fa3_fp8_takes_turns(f)};
   if (fa3_fp8_p_from_shared(f) && d == 256) {
     // (two groups: O's 128 registers leave no room for a third)
     fa3_fp8_takes_turns(f) ? launch_fp8_kernel<256, 128, true, 2>(l) : launch_fp8_kernel<256, 128, true, 2, false>(l);

@@ -77,7 +77,7 @@ class CudaFa3Fp8 final : public Subject {
       throw SubjectError(info_.name + ": " + name + "=" + value + " with block_k=" + std::to_string(options_.block_k) + ", p_operand=" + p_operand_name() +
                          ", turns=" + turns_name() + ", v_transpose=" + v_transpose_name() + ", scheduler=" + scheduler_name() + ", tau=" + tau_text() +
                          ": no kernel runs these together at any head dim (turns=none needs P in shared memory and block_k=128: p_operand=shared at head dim "
-                         "128 or 256, or auto at 128; scheduler=persistent P in shared memory at head dim 128 with v_transpose auto or pass, and block_k=128 with "
+                         "128 or 256, or auto at 128, or block_k=256 with tau > 0; scheduler=persistent P in shared memory at head dim 128 with v_transpose auto or pass, and block_k=128 with "
                          "turns auto or none, or block_k=256; tau > 0 block_k=256 with p_operand auto or shared at head dim 128)");
     }
   }
@@ -383,8 +383,9 @@ class CudaFa3Fp8 final : public Subject {
                          std::to_string(head_dim) + ", block_k=" + std::to_string(options_.block_k) + ")");
     }
     if (options_.turns == Fp8Turns::none && !turns_optional_at(head_dim)) {
-      throw SubjectError(info_.name + ": turns=none with P in shared memory and block_k=128 only (p_operand=shared at head dim 128 or 256, or auto at 128; got head dim " +
-                         std::to_string(head_dim) + ", block_k=" + std::to_string(options_.block_k) + ", p_operand=" + p_operand_name() + ")");
+      throw SubjectError(info_.name + ": turns=none with P in shared memory and block_k=128 (p_operand=shared at head dim 128 or 256, or auto at 128), or block_k=256 "
+                         "with tau > 0, only (got head dim " + std::to_string(head_dim) + ", block_k=" + std::to_string(options_.block_k) + ", p_operand=" + p_operand_name() +
+                         ", tau=" + tau_text() + ")");
     }
     if (options_.scheduler == Fp8Scheduler::persistent && !persistent_possible(head_dim)) {
       throw SubjectError(info_.name + ": scheduler=persistent runs the kernels with P in shared memory and V^T from the pass only (head dim 128, p_operand auto "
@@ -394,12 +395,12 @@ class CudaFa3Fp8 final : public Subject {
     }
   }
 
-  // The launcher's rule for turns=none (fa3_fp8_forward: P in shared memory, fa3_fp8_p_from_shared, with 128-key tiles)
-  // for this subject's options at head_dim, where p_operand=shared is supported.
+  // The launcher's rule for turns=none (fa3_fp8_forward: P in shared memory, fa3_fp8_p_from_shared, with 128-key tiles,
+  // or 256-key tiles under the selective rule) for this subject's options at head_dim, where p_operand=shared is supported.
   bool turns_optional_at(int head_dim) const {
     Fp8ForwardParams f;
     f.p.shape.head_dim = head_dim, f.block_k = options_.block_k, f.p_operand = options_.p_operand;
-    return fp8_p_shared_supported(options_.block_k, head_dim) && fa3_fp8_p_from_shared(f) && options_.block_k == 128;
+    return fp8_p_shared_supported(options_.block_k, head_dim) && fa3_fp8_p_from_shared(f) && (options_.block_k == 128 || (options_.block_k == 256 && options_.tau > 0));
   }
 
   // The launcher's rule (fa3_fp8_selective_supported) for this subject's options at head_dim.
@@ -448,7 +449,7 @@ class CudaFa3Fp8 final : public Subject {
                       "memory (at d = 128), O is rounded to nearest and TMA can write it, 4-byte global stores otherwise; stores: always the latter. The same bits"},
                      {"turns", turns_name(), "whether the consumer groups take turns to issue their products: ring (FA3's ping-pong; with block_k=256 the two "
                       "groups take turns at their exponentials instead, cuDNN's order), none (each group issues as soon as its own P is ready; P in shared "
-                      "memory with block_k=128 only), auto (none where P is in shared memory with block_k=128, ring elsewhere). The same bits"},
+                      "memory with block_k=128, or block_k=256 with tau > 0, only), auto (none where P is in shared memory with block_k=128, ring elsewhere). The same bits"},
                      {"v_transpose", v_transpose_name(), "where V is transposed for P V (FP8 products read V^T): kernel (the forward's producer warpgroup, "
                       "tile by tile in shared memory, FA3's ldmatrix.trans and stmatrix; block_k=128 at d = 64 and 128 only; no V^T buffer, but the kernel alone measured 2-7 % "
                       "slower than the pass and the kernel together at N = 4k-16k), pass (a kernel over V before the "

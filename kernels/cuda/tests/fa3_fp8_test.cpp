@@ -364,15 +364,15 @@ TEST(CudaFa3Fp8, ScaledOperandsWithPerBlockExponentsAgreeWithCpuFa3Fp8) {
 // against the stale max sum past the fast path's bound take S again (E4m3Ops::qk_warp) and the rule's path from it; those
 // whose max grows by tau or more rescale. O and L agree with cpu.fa3.fp8 at tau = 8 within the bound above, the rescale
 // counts are the twin's (and not 0: the slow path ran), the persistent scheduler gives the grid's bits, and with the
-// blocks unscaled the fast path holds (fewer rescales, the same agreement).
+// blocks unscaled the fast path holds (fewer rescales, the same agreement). Without turns (turns=none), the same bits.
 TEST(CudaFa3Fp8, SelectiveRuleTakesSAgainWhereTheMaxGrows) {
   REQUIRE_HOPPER();
-  auto grid = fp8_subject(), persistent = fp8_subject();
-  ASSERT_TRUE(grid && persistent);
+  auto grid = fp8_subject(), persistent = fp8_subject(), no_turns = fp8_subject();
+  ASSERT_TRUE(grid && persistent && no_turns);
   auto cpu = cpu::make_cpu_fa3_fp8();
-  for (Subject* s : {grid.get(), persistent.get()}) kVariants[5].apply(*s, cpu.get()), s->set_option("operands", "scaled");
+  for (Subject* s : {grid.get(), persistent.get(), no_turns.get()}) kVariants[5].apply(*s, cpu.get()), s->set_option("operands", "scaled");
   cpu->set_option("operands", "scaled");
-  grid->set_option("scheduler", "grid"), persistent->set_option("scheduler", "persistent");
+  grid->set_option("scheduler", "grid"), persistent->set_option("scheduler", "persistent"), no_turns->set_option("turns", "none");
   std::mt19937_64 gen(23);
   for (bool growing : {true, false}) {
     for (Mask mask : {Mask::none, Mask::causal_bottom_right}) {
@@ -403,6 +403,7 @@ TEST(CudaFa3Fp8, SelectiveRuleTakesSAgainWhereTheMaxGrows) {
       }
       testing::expect_output_bits(gradcheck::Caller(*persistent, c).fwd(in.q, in.k, in.v), g, "tau=8 scheduler=persistent", "scheduler=grid", c);
       EXPECT_EQ(persistent->counters().at(0).value, gpu_rescales) << c.to_string();
+      testing::expect_output_bits(gradcheck::Caller(*no_turns, c).fwd(in.q, in.k, in.v), g, "tau=8 turns=none", "turns=auto", c);
     }
   }
 }
@@ -935,6 +936,14 @@ TEST(CudaFa3Fp8, BadInputIsRefusedWithAClearError) {
   EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("block_k=256 at head dim 128 only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
   EXPECT_THROW(gpu->set_option("v_transpose", "kernel"), SubjectError);
   EXPECT_THROW(gpu->set_option("turns", "none"), SubjectError) << "block_k=256 (its groups take turns at their exponentials)";
+  gpu->set_option("tau", "8"), gpu->set_option("turns", "none");  // (under the selective rule the 256-key kernel runs without turns too)
+  EXPECT_THROW(gpu->set_option("tau", "0"), SubjectError) << "turns=none with block_k=256 needs tau > 0";
+  EXPECT_THROW(gpu->set_option("tau", "9"), SubjectError) << "P up to 2^9, past e4m3's 448";
+  EXPECT_THROW(gpu->set_option("tau", "x"), SubjectError);
+  gpu->set_option("turns", "auto");
+  EXPECT_THROW(gpu->set_option("block_k", "128"), SubjectError) << "tau > 0 with block_k=128";
+  EXPECT_THROW(gpu->set_option("p_operand", "registers"), SubjectError) << "tau > 0 with P in registers";
+  gpu->set_option("tau", "0");
   gpu->set_option("p_operand", "shared"), gpu->set_option("scheduler", "persistent");  // (the 256-key kernel with P in shared memory)
   EXPECT_THROW(gpu->set_option("p_operand", "registers"), SubjectError) << "scheduler=persistent with block_k=256";
   gpu->set_option("scheduler", "auto"), gpu->set_option("p_operand", "auto");
@@ -959,7 +968,7 @@ TEST(CudaFa3Fp8, BadInputIsRefusedWithAClearError) {
   EXPECT_THROW(gpu->set_option("turns", "none"), SubjectError);
   gpu->set_option("p_operand", "auto"), gpu->set_option("turns", "none");
   EXPECT_THROW(gpu->set_option("p_operand", "registers"), SubjectError);
-  EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("turns=none with P in shared memory and block_k=128 only"), std::string::npos) << message(c, gradcheck::make_inputs(c));
+  EXPECT_NE(message(c, gradcheck::make_inputs(c)).find("turns=none with P in shared memory and block_k=128 (p_operand=shared"), std::string::npos) << message(c, gradcheck::make_inputs(c));
   EXPECT_EQ(message(d128, gradcheck::make_inputs(d128)), "(accepted)");
   // V transposed in the kernel: 128-key tiles only, refused with block_k=224 in either order
   gpu->set_option("turns", "auto");
@@ -989,7 +998,7 @@ TEST(CudaFa3Fp8, BadInputIsRefusedWithAClearError) {
   EXPECT_NE(message(d256, gradcheck::make_inputs(d256)).find("v_transpose=kernel at head dim 64 or 128 only"), std::string::npos)
       << message(d256, gradcheck::make_inputs(d256));
   gpu->set_option("v_transpose", "auto"), gpu->set_option("turns", "none");
-  EXPECT_NE(message(d256, gradcheck::make_inputs(d256)).find("turns=none with P in shared memory and block_k=128 only"), std::string::npos)
+  EXPECT_NE(message(d256, gradcheck::make_inputs(d256)).find("turns=none with P in shared memory and block_k=128 (p_operand=shared"), std::string::npos)
       << message(d256, gradcheck::make_inputs(d256));
   gpu->set_option("p_operand", "shared");
   EXPECT_EQ(message(d256, gradcheck::make_inputs(d256)), "(accepted)") << "p_operand=shared, turns=none at d = 256";
