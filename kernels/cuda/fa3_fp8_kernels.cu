@@ -160,7 +160,8 @@ void require_grid(int heads, int batch, const char* what) {
 // Persistent: one CTA per SM walking the work tiles longest first (fa3_fp8_persistent), the kernels with P in shared
 // memory and V^T from the pass: 128-key tiles without turns, 256-key tiles (in turns).
 // Selective: FA4's rule (tau = p.rescale_threshold > 0) with the stale maxima first (softmax_tile_stale_first): the 256-key
-// kernel with P in shared memory only (fa3_fp8_selective_supported).
+// kernel with P in shared memory only (fa3_fp8_selective_supported), + 4.4-6.1 % over FA3's rule there (H200, NOTES "The
+// selective rule without the row max in the 256-key FP8 kernel").
 template <class Out, int D, int BlockN = kBlockN, bool PShared = false, int Groups = kForwardGroups<D>, bool Turns = true, bool VInKernel = false,
           bool Persistent = false, bool Selective = false>
 void launch_fp8(const Fp8TensorMaps& m, const WorkTiles& work, const ForwardParams& p, const BlockExponents& ex, cudaStream_t stream) {
@@ -261,9 +262,11 @@ bool fa3_fp8_o_by_tma(const Fp8ForwardParams& f) {
 
 // automatic: none where P is in shared memory (NOTES "Three groups without turns": the kernel alone + 3-6 % at 16k on the
 // H100, the bench + 0.7 % on average, no point below - 1 %); the kernels with P in registers keep FA3's ping-pong.
-// 256-key tiles always take turns, at the exponentials: without turns the overlapped 256-key kernel measured 1.6-4.3 %
+// 256-key tiles take turns, at the exponentials: without turns the overlapped 256-key kernel measured 1.6-4.3 %
 // slower than the loop without overlap without a mask, with turns at the exponentials 1.3-4.8 % faster (NOTES "256-key
-// tiles with P in shared memory and overlap").
+// tiles with P in shared memory and overlap"). Only under the selective rule (tau > 0) does turns=none run it without
+// them: there auto keeps the turns, which measured 3-7 % faster than none (NOTES "The selective rule without the row max
+// in the 256-key FP8 kernel").
 bool fa3_fp8_takes_turns(const Fp8ForwardParams& f) {
   return f.turns == Fp8Turns::ring || !fa3_fp8_p_from_shared(f) || (f.block_k == 256 && !(f.turns == Fp8Turns::none && f.p.rescale_threshold > 0.f));
 }
