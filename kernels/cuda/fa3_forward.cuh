@@ -494,7 +494,7 @@ __device__ inline void softmax_tile(float (&sc)[NB][4], RowStats& st, float (&al
 // exceeds its running max by tau: the rule keeps the stale maxima, alpha is 1, and these are the rule path's exponentials
 // and sums on this S, bit for bit. So the tile max, its two shuffles and the wait for them leave the step. Otherwise S is
 // gone: recompute_s(sc) takes it again for the warp's rows (E4m3Ops::qk_warp, from the K tile the caller has not yet
-// released) and the rule's path runs from it, still inside the turn. That S may differ from QGMMA's in the sums' last
+// released) and the rule's path runs from it (with turns, still inside the turn). That S may differ from QGMMA's in the sums' last
 // bits, so a tile that takes the slow path is the rule on an S of its own rounding (the CPU twin's tolerance, not its bits).
 template <class Rule, int NB, class BeforeExps, class RecomputeS>
 __device__ inline void softmax_tile_stale_first(float (&sc)[NB][4], RowStats& st, float (&alpha)[2], int col0, const GroupThread& th, const AttentionShapeParams& s,

@@ -346,8 +346,9 @@ void fa3_fp8_forward(const Fp8ForwardParams& f, cudaStream_t stream) {
   if (v_in_kernel && (!strides_of(f.v, s.batch, s.heads_kv, s.seq_k, s.head_dim).valid(16) || reinterpret_cast<std::uintptr_t>(f.v.data) % 16 != 0)) {
     throw std::runtime_error("cuda.fa3.fp8: V (read by the kernel) needs a 16-byte aligned base and strides that are multiples of 16 bytes");
   }
-  if (!(p.rescale_threshold >= 0.f && p.rescale_threshold <= 30.f)) {
-    throw std::runtime_error("cuda.fa3.fp8: tau (the rescale threshold) in [0, 30] log2 units (got " + std::to_string(p.rescale_threshold) + ")");
+  if (!(p.rescale_threshold >= 0.f && p.rescale_threshold <= kFp8MaxTau)) {
+    throw std::runtime_error("cuda.fa3.fp8: tau (the rescale threshold) in [0, 8] log2 units: P runs up to 2^tau and is rounded to e4m3, whose largest value is 448 (got " +
+                             std::to_string(p.rescale_threshold) + ")");
   }
   const bool selective = p.rescale_threshold > 0.f;
   if (selective && !fa3_fp8_selective_supported(f)) {

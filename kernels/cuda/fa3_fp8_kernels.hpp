@@ -107,6 +107,9 @@ bool fa3_fp8_takes_turns(const Fp8ForwardParams& f);
 // rules. fa3_fp8_forward refuses scheduler=persistent where it cannot, and a persistent launch without p.work_counter.
 bool fa3_fp8_persistent_supported(const Fp8ForwardParams& f);
 bool fa3_fp8_persistent(const Fp8ForwardParams& f);
+// tau's largest value for the FP8 forward (f.p.rescale_threshold, log2 units): under the selective rule P runs up to 2^tau
+// against a stale max and is rounded to e4m3, whose largest finite value is 448 (2^8.8); fa3_fp8_forward refuses more.
+constexpr float kFp8MaxTau = 8.f;
 // Whether fa3_fp8_forward can run FA4's selective rule (f.p.rescale_threshold = tau > 0; 0 is FA3's rule, every tile's
 // max taken): the 256-key kernel with P in shared memory (block_k 256, p_operand auto or shared, head dim 128), where
 // unmasked tiles after the first take their exponentials against the running maxima before any row max (fa3_forward.cuh,

@@ -34,9 +34,6 @@
 namespace fc::kernels::cuda {
 namespace {
 
-// tau's largest value: P runs up to 2^tau against a stale max and is rounded to e4m3, whose largest finite value is 448.
-constexpr double kMaxTau = 8;
-
 // A head's V blocks may differ in exponent by at most this: O is kept in units of the current V block's scale
 // and multiplied by 2^(e_old - e_new) at each V tile (fa3_forward.cuh), which must neither overflow fp32 (O's
 // units hold at most Nk 448 < 2^40 for any int Nk: 2^40 2^64 < 2^127) nor push a product of two e4m3 values
@@ -146,7 +143,7 @@ class CudaFa3Fp8 final : public Subject {
       } catch (const std::exception&) {
         v = -1;
       }
-      if (!(v >= 0 && v <= kMaxTau)) {
+      if (!(v >= 0 && v <= kFp8MaxTau)) {
         throw SubjectError(info_.name + ": tau=" + value + ": a number in [0, 8] (log2 units; P runs up to 2^tau and is rounded to e4m3, whose largest value is 448)");
       }
       options_.tau = static_cast<float>(v);

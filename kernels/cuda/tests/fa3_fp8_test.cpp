@@ -11,7 +11,7 @@
 //     memory (p_operand=shared: three consumer groups at d = 128 with block_k=128, two at d = 256, two with block_k=256);
 //     FA4's selective rule (tau = 8) in the 256-key kernel with P in shared memory, the twin with the same tau;
 //   - the selective rule's slow path (S taken again by the warp) on logits that grow along the keys, and its rescale
-//     counts against the twin's;
+//     counts against the twin's; where tau is refused (host only);
 //   - P from shared memory gives the register path's bits, with the three groups in turns and without (turns), and with
 //     256-key tiles on either scheduler; the persistent scheduler gives the grid's (scheduler), O by TMA and by stores;
 //   - bad input refused with a clear error.
@@ -642,6 +642,42 @@ TEST(CudaFa3Fp8, OByTmaWhereQAndPTilesHoldIt) {
   EXPECT_FALSE(fa3_fp8_o_by_tma(f)) << "stochastic rounding (each element's word)";
   f.p.rounding.stochastic = false, f.p.o.row = 130;
   EXPECT_FALSE(fa3_fp8_o_by_tma(f)) << "a row stride TMA cannot take";
+}
+
+// (host only: the launcher's rules for tau, and its refusals, which come before any CUDA call) FA4's selective rule runs in
+// the 256-key kernel with P in shared memory at d = 128 only, with tau at most 8 (P up to 2^tau, rounded to e4m3: 448 at
+// most); turns=none runs that kernel without turns only under it.
+TEST(CudaFa3Fp8, TauOnlyWhereTheSelectiveKernelRuns) {
+  Fp8ForwardParams f;
+  f.p.shape = {1, 2, 2, 300, 300, 128, CausalMask::none, 0.1f};
+  alignas(16) static std::uint8_t qk[2 * 300 * 128];
+  f.p.q = f.p.k = {qk, 2 * 300 * 128, 300 * 128, 128};
+  f.block_k = 256;
+  EXPECT_TRUE(fa3_fp8_selective_supported(f)) << "block_k 256, P shared by auto, d = 128";
+  f.p_operand = Fp8POperand::registers;
+  EXPECT_FALSE(fa3_fp8_selective_supported(f)) << "P in registers";
+  f.p_operand = Fp8POperand::automatic, f.block_k = 128;
+  EXPECT_FALSE(fa3_fp8_selective_supported(f)) << "128-key tiles";
+  const auto refusal = [&] {
+    try {
+      fa3_fp8_forward(f, nullptr);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  f.p.rescale_threshold = 8;
+  EXPECT_NE(refusal().find("tau > 0 (FA4's selective rule) with block_k 256 and P in shared memory at head dim 128 only"), std::string::npos) << refusal();
+  f.block_k = 256;
+  for (float bad : {8.5f, -1.f, std::nanf("")}) {
+    f.p.rescale_threshold = bad;
+    EXPECT_NE(refusal().find("tau (the rescale threshold) in [0, 8]"), std::string::npos) << bad << ": " << refusal();
+  }
+  f.p.rescale_threshold = 8, f.turns = Fp8Turns::none;
+  EXPECT_FALSE(fa3_fp8_takes_turns(f)) << "turns=none under tau > 0";
+  f.p.rescale_threshold = 0;
+  EXPECT_TRUE(fa3_fp8_takes_turns(f)) << "turns=none under FA3's rule: the 256-key kernel takes turns";
+  EXPECT_NE(refusal().find("turns=none with P in shared memory and block_k 128, or block_k 256 with tau > 0, only"), std::string::npos) << refusal();
 }
 
 // P V reading P from shared memory (three consumer groups) multiplies the same e4m3 bytes as from registers, in the
