@@ -273,7 +273,8 @@ class FlashSubject final : public Subject {
   }
 
   void run(Op op, const AttentionCall& c) override {
-    validate_rescale_threshold(info_, o_.rescale_threshold, c.policy);
+    // (FP8: P enters P V in e4m3 whatever the operands' format, so 2^tau must fit e4m3, not V's format)
+    validate_rescale_threshold(info_, o_.rescale_threshold, o_.fp8 ? PrecisionPolicy::uniform(Format::e4m3) : c.policy);
     validate_call(info_, op, c);
     for (auto [t, what] : {std::pair{&c.q, "Q"}, std::pair{&c.k, "K"}, std::pair{&c.v, "V"}}) require_finite(*t, info_.name, what);
     if (o_.fp8_scaled) {

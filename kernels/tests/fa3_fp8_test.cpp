@@ -2,7 +2,8 @@
 //   - P is rounded to e4m3 before P V (a case where that rounding moves O by two bf16 places);
 //   - operands=scaled (wider tensors holding e4m3 values times per-block powers of two) gives the same
 //     bits as e4m3 operands whose scales are folded into the softmax scale and O;
-//   - operands=scaled refuses a value that is not e4m3 times its block's scale.
+//   - operands=scaled refuses a value that is not e4m3 times its block's scale;
+//   - tau is bounded by e4m3's range whatever the operands' format.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -103,6 +104,23 @@ TEST(CpuFa3Fp8, ScaledOperandsRefuseValuesOutsideE4m3) {
     EXPECT_NE(std::string(e.what()).find("Q"), std::string::npos) << e.what();
   }
   EXPECT_THROW(s->set_option("operands", "fp16"), SubjectError);
+}
+
+// P enters P V in e4m3 whatever the operands' format, and under the selective rule P runs up to 2^tau: so tau is bounded
+// by e4m3's largest value (448: tau <= 8) with operands=scaled in fp32 too, where V's format alone would allow 2^127.
+TEST(CpuFa3Fp8, TauIsBoundedByE4m3ForEveryOperandFormat) {
+  const AttentionShape sh{1, 1, 1, 4, 4, 8, 8};
+  const std::vector<double> q(32, 1.0), k(32, 0.5), v(32, 2.0);
+  auto s = cpu::make_cpu_fa3_fp8();
+  s->set_option("operands", "scaled"), s->set_option("tau", "10");
+  try {
+    forward(*s, PrecisionPolicy::parse("fp32"), sh, 1.0, q, k, v);
+    ADD_FAILURE() << "tau = 10 accepted with P in e4m3";
+  } catch (const SubjectError& e) {
+    EXPECT_NE(std::string(e.what()).find("e4m3"), std::string::npos) << e.what();
+  }
+  s->set_option("tau", "8");
+  EXPECT_NO_THROW(forward(*s, PrecisionPolicy::parse("fp32"), sh, 1.0, q, k, v));
 }
 
 }  // namespace
