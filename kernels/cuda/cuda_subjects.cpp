@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <exception>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -519,16 +520,7 @@ class CudaFa4 final : public CudaAttentionSubject {
   }
   void set_option(const std::string& name, const std::string& value) override {
     if (name == "tau") {
-      double v = 0;
-      try {
-        std::size_t used = 0;
-        v = std::stod(value, &used);
-        if (used != value.size()) throw std::invalid_argument("trailing characters");
-      } catch (const std::exception&) {
-        throw SubjectError(info_.name + ": tau=" + value + ": a number in [0, 30] (log2 units)");
-      }
-      if (!(v >= 0 && v <= 30)) throw SubjectError(info_.name + ": tau=" + value + ": a number in [0, 30] (log2 units)");
-      tau_ = static_cast<float>(v);
+      tau_ = parse_tau(info_.name, value, 30, "");
     } else if (name == "exp2_fraction") {
       const int eighths = value == "0" ? 0 : value == "0.125" ? 1 : value == "0.5" ? 4 : -1;
       if (eighths < 0) throw SubjectError(info_.name + ": exp2_fraction=" + value + ": one of 0, 0.125, 0.5 (compiled variants)");
@@ -549,15 +541,7 @@ class CudaFa4 final : public CudaAttentionSubject {
     CudaAttentionSubject::run(op, c);
   }
 
-  std::vector<Counter> counters() const override {
-    if (counters_.data() == nullptr) return {};
-    unsigned long long rescales = 0;
-    if (cudaMemcpy(&rescales, counters_.data(), sizeof rescales, cudaMemcpyDeviceToHost) != cudaSuccess) {
-      cudaGetLastError();
-      return {};
-    }
-    return {{"rescales", static_cast<double>(rescales)}};
-  }
+  std::vector<Counter> counters() const override { return rescale_counter(counters_.data()); }
 
  protected:
   // One device allocation holds the rescale count and the persistent scheduler's work counter; both start at 0.
@@ -597,6 +581,33 @@ Fa3Epilogue parse_fa3_epilogue(const std::string& who, const std::string& value)
   if (value == "automatic") return Fa3Epilogue::automatic;
   if (value == "stores") return Fa3Epilogue::stores;
   throw SubjectError(who + ": epilogue=" + value + ": automatic or stores");
+}
+
+float parse_tau(const std::string& who, const std::string& value, double max_tau, const std::string& why) {
+  double v = -1;
+  try {
+    std::size_t used = 0;
+    v = std::stod(value, &used);
+    if (used != value.size()) v = -1;
+  } catch (const std::exception&) {
+    v = -1;
+  }
+  if (!(v >= 0 && v <= max_tau)) {
+    std::ostringstream m;
+    m << who << ": tau=" << value << ": a number in [0, " << max_tau << "] (log2 units" << (why.empty() ? "" : "; " + why) << ")";
+    throw SubjectError(m.str());
+  }
+  return static_cast<float>(v);
+}
+
+std::vector<Counter> rescale_counter(const void* device_word) {
+  if (device_word == nullptr) return {};
+  unsigned long long rescales = 0;
+  if (cudaMemcpy(&rescales, device_word, sizeof rescales, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  return {{"rescales", static_cast<double>(rescales)}};
 }
 
 std::string hopper_unavailable_reason() {

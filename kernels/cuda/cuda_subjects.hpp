@@ -29,6 +29,12 @@ std::string hopper_unavailable_reason();
 // "stores"; SubjectError naming `who` otherwise.
 enum class Fa3Epilogue : std::uint8_t;
 Fa3Epilogue parse_fa3_epilogue(const std::string& who, const std::string& value);
+// The option `tau` of cuda.fa4 and cuda.fa3.fp8 (the selective rule's threshold, log2 units): a number in [0, max_tau];
+// SubjectError naming `who`, the range and `why` (the reason for the upper bound) otherwise.
+float parse_tau(const std::string& who, const std::string& value, double max_tau, const std::string& why);
+// The counter `rescales` from the device word a selective forward added its rescales to (nullptr before any run: none;
+// a failed copy clears the CUDA error and gives none).
+std::vector<Counter> rescale_counter(const void* device_word);
 
 // "cuda: <the current device's name>".
 std::string device_name();

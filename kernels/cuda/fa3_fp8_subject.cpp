@@ -135,18 +135,7 @@ class CudaFa3Fp8 final : public Subject {
         throw SubjectError(info_.name + ": v_transpose=" + value + ": auto, pass or kernel");
       }
     } else if (name == "tau") {
-      double v = -1;
-      try {
-        std::size_t used = 0;
-        v = std::stod(value, &used);
-        if (used != value.size()) v = -1;
-      } catch (const std::exception&) {
-        v = -1;
-      }
-      if (!(v >= 0 && v <= kFp8MaxTau)) {
-        throw SubjectError(info_.name + ": tau=" + value + ": a number in [0, 8] (log2 units; P runs up to 2^tau and is rounded to e4m3, whose largest value is 448)");
-      }
-      options_.tau = static_cast<float>(v);
+      options_.tau = parse_tau(info_.name, value, kFp8MaxTau, "P runs up to 2^tau and is rounded to e4m3, whose largest value is 448");
     } else {
       throw SubjectError(info_.name + ": no option " + name + " (operands, block_q, block_k, p_operand, epilogue, turns, v_transpose, scheduler, tau)");
     }
@@ -154,15 +143,7 @@ class CudaFa3Fp8 final : public Subject {
 
   // With tau > 0, the selective rule's rescales of the last run() (per row and key tile after the first), as cpu.fa3.fp8
   // counts them.
-  std::vector<Counter> counters() const override {
-    if (options_.tau == 0 || rescale_counter_.data() == nullptr) return {};
-    unsigned long long rescales = 0;
-    if (cudaMemcpy(&rescales, rescale_counter_.data(), sizeof rescales, cudaMemcpyDeviceToHost) != cudaSuccess) {
-      cudaGetLastError();
-      return {};
-    }
-    return {{"rescales", static_cast<double>(rescales)}};
-  }
+  std::vector<Counter> counters() const override { return options_.tau == 0 ? std::vector<Counter>{} : rescale_counter(rescale_counter_.data()); }
 
   void run(Op op, const AttentionCall& c) override {
     require_block_k(c.shape.head_dim);
