@@ -494,14 +494,25 @@ __device__ inline void softmax_tile(float (&sc)[NB][4], RowStats& st, float (&al
 // exceeds its running max by tau: the rule keeps the stale maxima, alpha is 1, and these are the rule path's exponentials
 // and sums on this S, bit for bit. So the tile max, its two shuffles and the wait for them leave the step. Otherwise S is
 // gone: recompute_s(sc) takes it again for the warp's rows (E4m3Ops::qk_warp, from the K tile the caller has not yet
-// released) and the rule's path runs from it (with turns, still inside the turn). That S may differ from QGMMA's in the sums' last
-// bits, so a tile that takes the slow path is the rule on an S of its own rounding (the CPU twin's tolerance, not its bits).
-template <class Rule, int NB, class BeforeExps, class RecomputeS>
+// released) and the rule's path runs from it. That S may differ from QGMMA's in the sums' last bits, so a tile that takes
+// the slow path is the rule on an S of its own rounding (the CPU twin's tolerance, not its bits).
+// The turn (with turns) ends early: end_turn(flag) arrives on the next group's turn barrier once the first
+// kStaleFirstTurnEighths eighths of the n8 blocks have their exponentials and sums, so the next group's exponentials start
+// while this group takes its last eighth, its vote and any slow path (outside the turn, which orders only time). Measured
+// at the power cap against the arrival after the vote (7/8, 15/16 and 16/16 of the blocks alternated, three rounds, the
+// same bits; NOTES "The turn's end before the last eighth"): + 1.2-1.8 % at 7/8, + 0.9-1.6 % at 15/16, + 0.8-0.9 % at 16/16.
+// The arrival has to depend on those exponentials, or ptxas places it where it likes (at the turn's start, or after
+// every exponential): end_turn's flag is a compare of their running sums, never true, against zero - 1, and the
+// exponentials after it take 0.f read from shared memory after the arrival (end_turn's value).
+constexpr int kStaleFirstTurnEighths = 7;
+template <class Rule, int NB, class BeforeExps, class RecomputeS, class EndTurn>
 __device__ inline void softmax_tile_stale_first(float (&sc)[NB][4], RowStats& st, float (&alpha)[2], int col0, const GroupThread& th, const AttentionShapeParams& s,
-                                                float scale2, const BeforeExps& before_exps, const RecomputeS& recompute_s) {
+                                                float scale2, const BeforeExps& before_exps, const RecomputeS& recompute_s, const EndTurn& end_turn) {
   static_assert(Rule::kSelective, "the stale maxima first: the selective rule");
+  static_assert(NB % 8 == 0, "the turn ends after whole eighths of the n8 blocks");
+  constexpr int kTurnBlocks = NB / 8 * kStaleFirstTurnEighths;
   const float zero = before_exps();  // (softmax_tile_split's hook: 0.f read after the turn's barrier, which holds the exponentials below it)
-  const float m0 = st.m[0] + zero, m1 = st.m[1] + zero;
+  float m0 = st.m[0] + zero, m1 = st.m[1] + zero;
   float row_sum[2] = {0.f, 0.f};
 #pragma unroll
   for (int nb = 0; nb < NB; ++nb) {
@@ -511,6 +522,12 @@ __device__ inline void softmax_tile_stale_first(float (&sc)[NB][4], RowStats& st
       row_sum[0] += sc[nb][c];
       sc[nb][2 + c] = rule_exp2<Rule>(fmaf(sc[nb][2 + c], scale2, -m1), nb);
       row_sum[1] += sc[nb][2 + c];
+    }
+    // (sums of exponentials are never below -1, so the flag is false. The compilers know such sums are not negative and
+    // fold a compare with a constant; zero, read after the turn's barrier, they do not know)
+    if (nb + 1 == kTurnBlocks) {
+      const float zero_after = end_turn(fminf(row_sum[0], row_sum[1]) < zero - 1.f);
+      m0 = st.m[0] + zero_after, m1 = st.m[1] + zero_after;
     }
   }
   // (m = -inf, which no unmasked tile after the first meets, gives +inf exponentials and fails the vote)
@@ -1120,8 +1137,9 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
   static_assert(!kStaleFirst || Overlap, "the stale maxima first: the overlapped loop (its K release after the softmax)");
   // A step's softmax on key tile j (S from the group's Q tile sQs and the K tile sKj), its exponentials in turn where
   // kTurnAtExps (the split softmax's hook: the group syncs on its turn after its row maxima, or with kStaleFirst at once,
-  // and arrives on the next group's after its exponentials), in either loop. (kStaleFirst without turns: the split
-  // softmax's order with a hook that waits for nothing, where softmax_tile_as' stale_max_holds would hold a second S.)
+  // and arrives on the next group's after its exponentials, or with kStaleFirst after seven eighths of them), in either
+  // loop. (kStaleFirst without turns: the split softmax's order with a hook that waits for nothing, where
+  // softmax_tile_as' stale_max_holds would hold a second S.)
   const auto softmax_in_turn = [&](float (&sc)[BlockN / 8][4], RowStats& st, float (&alpha)[2], int j, const GroupThread& th, float scale2_j,
                                    const unsigned char* sQs, const unsigned char* sKj) {
     if constexpr (kTurnAtExps || kStaleFirst) {
@@ -1135,13 +1153,21 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
       };
       if constexpr (kStaleFirst) {
         if (j > 0 && !key_tile_masked<BlockN>(j, th, s, scale2_j)) {
-          softmax_tile_stale_first<Rule>(sc, st, alpha, j * BlockN, th, s, scale2_j, turn, [&](float (&s_again)[BlockN / 8][4]) { Ops::qk_warp(s_again, sQs, sKj); });
-        } else {
-          softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2_j, turn);
+          // (the turn ends inside: the arrival, then 0.f read after it; without turns, nothing to end)
+          const auto end_turn = [&](bool never) {
+            if constexpr (kTurnAtExps) {
+              named_barrier_arrive(other_turn + static_cast<int>(never), kTurnThreads);
+              return ld_volatile_shared(&zero_word);
+            } else {
+              return 0.f;
+            }
+          };
+          softmax_tile_stale_first<Rule>(sc, st, alpha, j * BlockN, th, s, scale2_j, turn, [&](float (&s_again)[BlockN / 8][4]) { Ops::qk_warp(s_again, sQs, sKj); },
+                                         end_turn);
+          return;
         }
-      } else {
-        softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2_j, turn);
       }
+      softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2_j, turn);
       if constexpr (kTurnAtExps) named_barrier_arrive(other_turn, kTurnThreads);
     } else {
       softmax_tile<Rule>(sc, st, alpha, j, th, s, scale2_j);

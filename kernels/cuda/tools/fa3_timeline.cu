@@ -38,7 +38,10 @@
 // reads the V^T written before, and the pass is not in its time. Both give the same checksum.
 //
 // Usage: fa3-timeline [--d 64|128] [--n N] [--batch B] [--heads H] [--dtype bf16|e4m3] [--key-tile 128|176|224|256] [--groups 2|3] [--scheduler grid|persistent]
-//                     [--causal] [--section S] [--epilogue tma|stores] [--turns ring|none] [--v-transpose pass|kernel] [--repeats R]
+//                     [--causal] [--section S] [--epilogue tma|stores] [--turns ring|none] [--v-transpose pass|kernel] [--rule fa3|fa4] [--repeats R]
+// --rule fa4: FA4's selective rule at tau = 8, cuda.fa4's (bf16, two groups, 128-key tiles) or, with --dtype e4m3
+// --key-tile 256, cuda.fa3.fp8's `block_k=256 tau=8` (the stale maxima first, turns ending at seven eighths of the
+// exponentials).
 // --batch, --heads: B and H in place of 16384 / N and 2048 / d (other CTA counts against the SM count: the last wave).
 // Each run prints a checksum of O and L (of the unstamped launches), so that two builds can be compared bit for bit.
 // --epilogue stores: O by store_rows' 4-byte global stores instead of the launchers' shared memory and TMA store.
@@ -81,7 +84,7 @@ struct Config {
   int batch = 0, heads = 0;  // (0 until parse() resolves them: the bench's B = 16384 / N and H = 2048 / d)
   int extra_smem = 0;        // (--extra-smem: unused bytes of dynamic shared memory added to the launch)
   bool causal = false, persistent = false, o_by_tma = true, e4m3 = false, turns = true, v_in_kernel = false;
-  bool selective = false;  // (--rule fa4: cuda.fa4's selective rescaling, tau = 8)
+  bool selective = false;  // (--rule fa4: cuda.fa4's selective rescaling, tau = 8; with --dtype e4m3 --key-tile 256, cuda.fa3.fp8's tau=8)
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -163,7 +166,9 @@ Config parse(int argc, char** argv) {
   if (c.e4m3 && c.d == 64 && (c.groups != 3 || c.key_tile != 128)) usage_error("--dtype e4m3 at d = 64 runs three groups and 128-key tiles (cuda.fa3.fp8's)");
   if (c.section > 0 && !c.persistent) usage_error("--section applies to --scheduler persistent");
   if (!c.e4m3 && c.persistent && (c.groups != 2 || c.key_tile != 128)) usage_error("--scheduler persistent runs two groups and 128-key tiles (cuda.fa4's)");
-  if (c.selective && (c.e4m3 || c.groups != 2 || c.key_tile != 128)) usage_error("--rule fa4 runs bf16, two groups and 128-key tiles (cuda.fa4's)");
+  if (c.selective && (c.groups != 2 || c.key_tile != (c.e4m3 ? 256 : 128))) {
+    usage_error("--rule fa4 runs two groups with bf16's 128-key tiles (cuda.fa4's) or e4m3's 256-key tiles (cuda.fa3.fp8's tau=8)");
+  }
   if (!c.turns && (c.groups != 3 || (c.e4m3 && c.d != 128))) usage_error("--turns none runs three groups (e4m3: at d = 128, P in shared memory) only");
   if (c.v_in_kernel && (!c.e4m3 || c.key_tile != 128)) usage_error("--v-transpose kernel: e4m3 with 128-key tiles only (cuda.fa3.fp8's)");
   if (c.batch == 0 && (c.n > 16384 || 16384 % c.n != 0)) usage_error("--n " + std::to_string(c.n) + ": a divisor of 16384 (B = 16384 / N), or give --batch");
@@ -444,6 +449,10 @@ void dispatch(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
     } else if constexpr (D == 128) {
       if (c.key_tile == 224) return measure<E4m3Ops<Out, 128, 224>, 2>(c, p, fp8);
       if (c.key_tile == 256) {  // (block_k=256's auto: P in shared memory, turns at the exponentials)
+        if (c.selective) {  // (tau=8: the selective rule, stale maxima first)
+          using Fa4Rule = SoftmaxRule<true, 0>;
+          return c.persistent ? measure<E4m3Ops<Out, 128, 256, true>, 2, true, true, Fa4Rule>(c, p, fp8) : measure<E4m3Ops<Out, 128, 256, true>, 2, false, true, Fa4Rule>(c, p, fp8);
+        }
         return c.persistent ? measure<E4m3Ops<Out, 128, 256, true>, 2, true>(c, p, fp8) : measure<E4m3Ops<Out, 128, 256, true>, 2>(c, p, fp8);
       }
       return c.v_in_kernel ? measure<E4m3Ops<Out, 128, 128, false, true>, 2>(c, p, fp8) : measure<E4m3Ops<Out, 128>, 2>(c, p, fp8);
