@@ -499,8 +499,9 @@ __device__ inline void softmax_tile(float (&sc)[NB][4], RowStats& st, float (&al
 // The turn (with turns) ends early: end_turn(flag) arrives on the next group's turn barrier once the first
 // kStaleFirstTurnEighths eighths of the n8 blocks have their exponentials and sums, so the next group's exponentials start
 // while this group takes its last eighth, its vote and any slow path (outside the turn, which orders only time). Measured
-// at the power cap against the arrival after the vote (7/8, 15/16 and 16/16 of the blocks alternated, three rounds, the
-// same bits; NOTES "The turn's end before the last eighth"): + 1.2-1.8 % at 7/8, + 0.9-1.6 % at 15/16, + 0.8-0.9 % at 16/16.
+// kernel alone at the power cap against the arrival after the vote, alternated, the same bits (NOTES "The turn's end
+// before the last eighth"; medians of three rounds at 4k / 16k): + 1.2 / + 2.2 % at 7/8, + 1.0 / + 1.9 % at 15/16,
+// + 1.1 / + 0.7 % at 16/16 (the arrival before the vote); 6/8 and 4/8 less or slower.
 // The arrival has to depend on those exponentials, or ptxas places it where it likes (at the turn's start, or after
 // every exponential): end_turn's flag is a compare of their running sums, never true, against zero - 1, and the
 // exponentials after it take 0.f read from shared memory after the arrival (end_turn's value).
