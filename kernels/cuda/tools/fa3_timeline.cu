@@ -435,6 +435,7 @@ void measure(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
 
 template <int D>
 void dispatch(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
+  using Fa4Rule = SoftmaxRule<true, 0>;  // (--rule fa4: the selective rule at tau = 8)
   if (c.e4m3) {
     using Out = __nv_bfloat16;
     if (c.groups == 3) {
@@ -450,7 +451,6 @@ void dispatch(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
       if (c.key_tile == 224) return measure<E4m3Ops<Out, 128, 224>, 2>(c, p, fp8);
       if (c.key_tile == 256) {  // (block_k=256's auto: P in shared memory, turns at the exponentials)
         if (c.selective) {  // (tau=8: the selective rule, stale maxima first)
-          using Fa4Rule = SoftmaxRule<true, 0>;
           return c.persistent ? measure<E4m3Ops<Out, 128, 256, true>, 2, true, true, Fa4Rule>(c, p, fp8) : measure<E4m3Ops<Out, 128, 256, true>, 2, false, true, Fa4Rule>(c, p, fp8);
         }
         return c.persistent ? measure<E4m3Ops<Out, 128, 256, true>, 2, true>(c, p, fp8) : measure<E4m3Ops<Out, 128, 256, true>, 2>(c, p, fp8);
@@ -469,7 +469,6 @@ void dispatch(const Config& c, const ForwardParams& p, const Fp8Inputs& fp8) {
       return measure<Wide16Ops<T, 128, 128, true>, 3>(c, p, fp8);
     }
   } else if (c.selective) {  // (cuda.fa4's rule)
-    using Fa4Rule = SoftmaxRule<true, 0>;
     if (c.persistent) return measure<Wide16Ops<T, D>, 2, true, true, Fa4Rule>(c, p, fp8);
     return measure<Wide16Ops<T, D>, 2, false, true, Fa4Rule>(c, p, fp8);
   } else if (c.persistent) {
