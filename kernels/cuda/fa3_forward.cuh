@@ -466,6 +466,26 @@ __device__ inline bool key_tile_masked(int j, const GroupThread& th, const Atten
   const int col0 = j * Keys;
   return !(scale2 > 0.f) || col0 + Keys > s.seq_k || (s.mask != CausalMask::none && col0 + Keys - 1 > th.warp_row0 + s.causal_offset());
 }
+// Sets this thread's products of key tile col0 past each of its rows' visible keys to -inf (the keys from min(Nk, row +
+// offset + 1) under a causal mask, from Nk otherwise): tile_row_max<true>'s test, with the bound formed once a row, so
+// that each product takes one compare against a constant and one select (the masked max forms and tests each product's
+// column twice).
+template <int NB>
+__device__ inline void mask_past_visible(float (&sc)[NB][4], int col0, const GroupThread& th, const AttentionShapeParams& s) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = th.row0 + 8 * r;
+    const int end = s.mask != CausalMask::none ? min(s.seq_k, row + s.causal_offset() + 1) : s.seq_k;
+    const int visible = end - col0 - 2 * th.t;  // (the thread's products nb 8 + c below it are visible)
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        if (nb * 8 + c >= visible) sc[nb][2 * r + c] = -INFINITY;
+      }
+    }
+  }
+}
 // (key tile j of NB n8 blocks: 8 NB keys)
 template <class Rule, int NB, class BeforeExps = NoHook>
 __device__ inline void softmax_tile(float (&sc)[NB][4], RowStats& st, float (&alpha)[2], int j, const GroupThread& th,
@@ -506,7 +526,7 @@ __device__ inline void softmax_tile(float (&sc)[NB][4], RowStats& st, float (&al
 // every exponential): end_turn's flag is a compare of their running sums, never true, against zero - 1, and the
 // exponentials after it take 0.f read from shared memory after the arrival (end_turn's value).
 constexpr int kStaleFirstTurnEighths = 7;
-template <class Rule, int NB, class BeforeExps, class RecomputeS, class EndTurn>
+template <class Rule, bool Masked, int NB, class BeforeExps, class RecomputeS, class EndTurn>
 __device__ inline void softmax_tile_stale_first(float (&sc)[NB][4], RowStats& st, float (&alpha)[2], int col0, const GroupThread& th, const AttentionShapeParams& s,
                                                 float scale2, const BeforeExps& before_exps, const RecomputeS& recompute_s, const EndTurn& end_turn) {
   static_assert(Rule::kSelective, "the stale maxima first: the selective rule");
@@ -531,7 +551,8 @@ __device__ inline void softmax_tile_stale_first(float (&sc)[NB][4], RowStats& st
       m0 = st.m[0] + zero_after, m1 = st.m[1] + zero_after;
     }
   }
-  // (m = -inf, which no unmasked tile after the first meets, gives +inf exponentials and fails the vote)
+  // (m = -inf, which no tile after the first meets unless its row sees no key before it, gives +inf exponentials, or
+  // NaN for a masked product, and fails the vote)
   if (__all_sync(0xffffffffu, row_sum[0] < st.fast_bound && row_sum[1] < st.fast_bound && fabsf(st.m[0]) < 0x1p20f && fabsf(st.m[1]) < 0x1p20f)) {
     alpha[0] = alpha[1] = 1.f;
     st.l[0] += row_sum[0], st.l[1] += row_sum[1];
@@ -541,8 +562,12 @@ __device__ inline void softmax_tile_stale_first(float (&sc)[NB][4], RowStats& st
   float m_new[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) m_new[r] = new_row_max<Rule>(st, alpha, r, tile_row_max<false>(sc, r, col0, th, s, false, 0, scale2), th);
+  // (a masked tile's S is -inf past the visible keys (recompute_s masks it), and scale2 > 0: the max of the raw values
+  // times scale2 is the masked max's, and ex2(-inf - m) = +0 is the masked path's 0. A row with no visible key so far
+  // keeps m = -inf, where -inf - m would be NaN: its exponentials take m = 0 instead, all -inf, so 0. Unmasked, m is
+  // finite and the select changes nothing)
 #pragma unroll
-  for (int r = 0; r < 2; ++r) row_exps<false, Rule>(sc, st, r, m_new[r], scale2);
+  for (int r = 0; r < 2; ++r) row_exps<false, Rule>(sc, st, r, Masked && m_new[r] == -INFINITY ? 0.f : m_new[r], scale2);
 }
 
 // O *= alpha per row, skipped where the row max did not grow (alpha 1: after the first tiles, nearly always without
@@ -1153,18 +1178,29 @@ __global__ void __launch_bounds__(WsLayout<Groups>::kThreads, 1) fa3_forward_ws_
         }
       };
       if constexpr (kStaleFirst) {
-        if (j > 0 && !key_tile_masked<BlockN>(j, th, s, scale2_j)) {
-          // (the turn ends inside: the arrival, then 0.f read after it; without turns, nothing to end)
-          const auto end_turn = [&](bool never) {
-            if constexpr (kTurnAtExps) {
-              named_barrier_arrive(other_turn + static_cast<int>(never), kTurnThreads);
-              return ld_volatile_shared(&zero_word);
-            } else {
-              return 0.f;
-            }
-          };
-          softmax_tile_stale_first<Rule>(sc, st, alpha, j * BlockN, th, s, scale2_j, turn, [&](float (&s_again)[BlockN / 8][4]) { Ops::qk_warp(s_again, sQs, sKj); },
-                                         end_turn);
+        // (the turn ends inside: the arrival, then 0.f read after it; without turns, nothing to end)
+        const auto end_turn = [&](bool never) {
+          if constexpr (kTurnAtExps) {
+            named_barrier_arrive(other_turn + static_cast<int>(never), kTurnThreads);
+            return ld_volatile_shared(&zero_word);
+          } else {
+            return 0.f;
+          }
+        };
+        const bool masked = key_tile_masked<BlockN>(j, th, s, scale2_j);
+        if (j > 0 && !masked) {
+          softmax_tile_stale_first<Rule, false>(sc, st, alpha, j * BlockN, th, s, scale2_j, turn,
+                                                [&](float (&s_again)[BlockN / 8][4]) { Ops::qk_warp(s_again, sQs, sKj); }, end_turn);
+          return;
+        }
+        if (j > 0 && scale2_j > 0.f) {
+          mask_past_visible(sc, j * BlockN, th, s);
+          softmax_tile_stale_first<Rule, true>(sc, st, alpha, j * BlockN, th, s, scale2_j, turn,
+                                               [&](float (&s_again)[BlockN / 8][4]) {
+                                                 Ops::qk_warp(s_again, sQs, sKj);
+                                                 mask_past_visible(s_again, j * BlockN, th, s);
+                                               },
+                                               end_turn);
           return;
         }
       }
